@@ -1,0 +1,197 @@
+"""The WSGI application: routing, auth, body limits, JSON errors and the SSE response.
+
+Everything a client can get wrong is answered here before any SSE byte, as ``{"error":{"code","message"}}``
+with the status from ``errors.ERRORS`` and a message in the request's language.  Once a run is admitted
+the response is an ``SSEBody`` that the WSGI server iterates in its own thread.
+"""
+import hmac
+import json
+import logging
+import os
+import time
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+from werkzeug.exceptions import MethodNotAllowed, NotFound, RequestEntityTooLarge
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+from iaccode_agui import errors, i18n, inputs
+from iaccode_agui.a2a.client import A2AClient
+from iaccode_agui.config import Settings
+from iaccode_agui.errors import AguiError
+from iaccode_agui.metrics import Metrics
+from iaccode_agui.runs.manager import RunManager
+from iaccode_agui.runs.stream import SSEBody, waitress_disconnect_probe
+from iaccode_agui.state.store import ThreadStore
+
+log = logging.getLogger("iaccode_agui.app")
+access_log = logging.getLogger("iaccode_agui.access")
+
+SSE_HEADERS = [("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-cache"),
+               ("X-Accel-Buffering", "no")]
+AGUI_PROTOCOL_VERSION = "1.0"
+
+StartResponse = Callable[..., Any]
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError("non-standard JSON constant %s" % name)
+
+
+class AguiApp:
+    def __init__(self, settings: Settings, *, client: Optional[A2AClient] = None,
+                 store: Optional[ThreadStore] = None, metrics: Optional[Metrics] = None) -> None:
+        self.settings = settings
+        self.metrics = metrics or Metrics()
+        self.client = client or A2AClient(settings.a2a_url, settings.a2a_token,
+                                          connect_timeout=settings.connect_timeout,
+                                          read_timeout=settings.upstream_idle_timeout,
+                                          pool_size=max(64, settings.max_active_runs or 0))
+        self.store = store or ThreadStore(settings.state_dir)
+        self.manager = RunManager(settings, self.store, self.client, self.metrics)
+        self.open_streams = 0
+        self.metrics.add_gauge("agui_active_runs", self.manager.active_count)
+        self.metrics.add_gauge("agui_open_streams", lambda: self.open_streams)
+        self.url_map = Map([
+            Rule("/health", endpoint="health", methods=["GET"]),
+            Rule("/", endpoint="run", methods=["POST"]),
+            Rule("/extensions/iac-code/v1/executions/<execution_id>/cancel", endpoint="cancel", methods=["POST"]),
+            Rule("/metrics", endpoint="metrics", methods=["GET"]),
+        ], strict_slashes=False)
+
+    # ---- WSGI entry -------------------------------------------------------------------------
+    def __call__(self, environ: Dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        started = time.monotonic()
+        request = Request(environ)
+        language = i18n.negotiate(request.headers.get("Accept-Language"), self.settings.default_language)
+        info: Dict[str, Any] = {"route": "unknown"}
+        try:
+            endpoint, args = self.url_map.bind_to_environ(environ).match()
+            info["route"] = endpoint
+            if endpoint != "health":
+                self._authorize(request)
+            handler = getattr(self, "on_" + endpoint)
+            result = handler(request, info, **args)
+        except AguiError as exc:
+            result = self._error_response(exc, info.get("language", language))
+        except NotFound:
+            result = self._error_response(AguiError("NOT_FOUND"), language)
+        except MethodNotAllowed as exc:
+            result = self._error_response(AguiError("METHOD_NOT_ALLOWED", headers={
+                "Allow": ", ".join(exc.valid_methods or [])}), language)
+        except Exception:
+            log.exception("unhandled error on %s %s", request.method, request.path)
+            result = self._error_response(AguiError("INTERNAL_ERROR"), language)
+        if isinstance(result, SSEBody):
+            start_response("200 OK", list(SSE_HEADERS))
+            return result
+        status = result.status_code
+        self.metrics.inc("agui_http_requests_total", route=info["route"], status=str(status))
+        self._access(request, status, started, info)
+        return result(environ, start_response)
+
+    def _access(self, request: Request, status: int, started: float, info: Dict[str, Any]) -> None:
+        if access_log.isEnabledFor(logging.INFO):
+            access_log.info(json.dumps({
+                "method": request.method, "path": request.path, "status": status,
+                "thread": info.get("thread"), "run": info.get("run"),
+                "durationMs": round((time.monotonic() - started) * 1000, 1),
+                "outcome": info.get("outcome"), "code": info.get("code")}, ensure_ascii=False))
+
+    # ---- helpers ----------------------------------------------------------------------------
+    def _authorize(self, request: Request) -> None:
+        expected = self.settings.auth_token
+        if not expected:
+            return
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        supplied = token.strip() if scheme.lower() == "bearer" else ""
+        if not hmac.compare_digest(supplied.encode("utf-8"), expected.encode("utf-8")):
+            raise AguiError("UNAUTHORIZED", headers={"WWW-Authenticate": "Bearer"})
+
+    def _read_json(self, request: Request, limit: int) -> Any:
+        if request.mimetype != "application/json":
+            raise AguiError("UNSUPPORTED_MEDIA_TYPE")
+        request.max_content_length = limit
+        try:
+            raw = request.get_data(cache=False)
+        except RequestEntityTooLarge:
+            raise AguiError("REQUEST_TOO_LARGE")
+        if len(raw) > limit:
+            raise AguiError("REQUEST_TOO_LARGE")
+        try:
+            return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise AguiError("INVALID_JSON")
+
+    def _error_response(self, exc: AguiError, language: str) -> Response:
+        body = errors.error_body(exc.code, i18n.translate(exc.message, language))
+        response = Response(json.dumps(body, ensure_ascii=False), status=exc.status,
+                            content_type="application/json; charset=utf-8")
+        for name, value in exc.headers.items():
+            response.headers[name] = value
+        if exc.code not in ("NOT_FOUND", "METHOD_NOT_ALLOWED"):
+            self.metrics.inc("agui_admission_rejections_total", code=exc.code)
+        return response
+
+    @staticmethod
+    def _json(value: Any, status: int = 200) -> Response:
+        return Response(json.dumps(value, ensure_ascii=False), status=status,
+                        content_type="application/json; charset=utf-8")
+
+    # ---- endpoints ----------------------------------------------------------------------------
+    def on_health(self, request: Request, info: Dict[str, Any]) -> Response:
+        return self._json({"status": "draining" if self.manager.draining else "ok", "protocol": "ag-ui",
+                           "protocolVersion": AGUI_PROTOCOL_VERSION, "executionKernel": "a2a-1.0",
+                           "serverVersion": self.settings.server_version})
+
+    def on_metrics(self, request: Request, info: Dict[str, Any]) -> Response:
+        return Response(self.metrics.render(), content_type="text/plain; version=0.0.4; charset=utf-8")
+
+    def on_cancel(self, request: Request, info: Dict[str, Any], execution_id: str) -> Response:
+        body = self._read_json(request, min(self.settings.max_request_bytes, self.settings.max_cancel_bytes))
+        info["language"] = inputs.request_language(body, request.headers.get("Accept-Language"),
+                                                   self.settings.default_language)
+        thread_id, ros_invocation_id = inputs.parse_cancel_request(body)
+        info["thread"] = thread_id
+        return self._json(self.manager.cancel(execution_id, thread_id, ros_invocation_id))
+
+    def on_run(self, request: Request, info: Dict[str, Any]) -> Any:
+        body = self._read_json(request, self.settings.max_request_bytes)
+        language = inputs.request_language(body, request.headers.get("Accept-Language"),
+                                           self.settings.default_language)
+        info["language"] = language
+        run_request = inputs.parse_run_request(body, self.settings.allowed_cwds)
+        info["thread"], info["run"] = run_request.thread_id, run_request.run_id
+        last_event_id = _last_event_id(request)
+        run, sub = self.manager.start(run_request, language, last_event_id)
+        started = time.monotonic()
+        self.open_streams += 1
+
+        def on_close(finished: bool) -> None:
+            self.open_streams -= 1
+            worker = run.worker
+            info["outcome"] = worker.outcome if worker is not None and worker.finished else "disconnected"
+            info["code"] = worker.error_code if worker is not None else None
+            self._access(request, 200, started, info)
+            run.client_closed(finished)
+
+        self.metrics.inc("agui_http_requests_total", route="run", status="200")
+        return SSEBody(sub, heartbeat=self.settings.heartbeat_interval, poll=self.settings.disconnect_poll,
+                       client_gone=waitress_disconnect_probe(request.environ), on_close=on_close,
+                       on_heartbeat=lambda: self.metrics.inc("agui_heartbeats_total"))
+
+
+def _last_event_id(request: Request) -> Optional[int]:
+    raw = request.headers.get("Last-Event-ID")
+    if raw is None:
+        return None
+    raw = raw.strip()
+    if not raw.isdigit() or len(raw) > 15:
+        raise AguiError("INVALID_INPUT", errors.MSG_LAST_EVENT_ID)
+    return int(raw)
+
+
+def create_app(settings: Optional[Settings] = None, **kwargs: Any) -> AguiApp:
+    """The WSGI application for ``settings`` (defaults read from the environment)."""
+    return AguiApp(settings or Settings(), **kwargs)

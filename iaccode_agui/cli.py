@@ -1,0 +1,205 @@
+"""``python -m iaccode_agui``: flags and ``IAC_CODE_AGUI_*`` variables -> Settings -> waitress.
+
+Flags win over environment variables, which win over defaults (the same names and defaults as
+``iac-code agui``).  The process drains on SIGTERM/SIGINT: it stops admitting runs (503
+RUNTIME_DRAINING), lets active runs finish up to ``--drain-timeout``, cancels the rest and exits 0.
+"""
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any, List, Mapping, Optional, Sequence
+
+from iaccode_agui import __version__, i18n
+from iaccode_agui.config import (DEFAULT_HEARTBEAT, DEFAULT_HOST, DEFAULT_INTERRUPT_TTL, DEFAULT_PORT, ConfigError,
+                                 Settings, default_allowed_cwds, default_state_dir, normalize_a2a_url)
+
+log = logging.getLogger("iaccode_agui")
+
+ENV_HELP = """environment variables (a flag wins over its variable):
+  IAC_CODE_AGUI_HOST            --host
+  IAC_CODE_AGUI_PORT            --port
+  IAC_CODE_AGUI_A2A_URL         --a2a-url (loopback http(s) only)
+  IAC_CODE_AGUI_A2A_TOKEN       --a2a-token (bearer token sent to the A2A runtime)
+  IAC_CODE_AGUI_AUTH_TOKEN      --auth-token (bearer token clients must send)
+  IAC_CODE_AGUI_STATE_DIR       --state-dir
+  IAC_CODE_AGUI_INTERRUPT_TTL   --interrupt-ttl
+  IAC_CODE_AGUI_ALLOWED_CWDS    allowed workspace roots, separated by '%s'
+                                (else IACCODE_A2A_ALLOWED_CWDS, else the current and temp directories)
+  IAC_CODE_CONFIG_DIR           config directory (default ~/.iac-code; state goes to <dir>/agui)
+""" % os.pathsep
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError("must be between 1 and 65535")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m iaccode_agui", description="AG-UI (HTTP POST + SSE) front for the iac-code A2A runtime.",
+        epilog=ENV_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add = parser.add_argument
+    add("--host", help="address to listen on (default %s)" % DEFAULT_HOST)
+    add("--port", type=_port, help="port to listen on (default %d)" % DEFAULT_PORT)
+    add("--a2a-url", help="URL of a running `iac-code a2a` runtime (loopback only); without it the adapter starts "
+                          "`iac-code a2a` as a managed child when iac-code is installed")
+    add("--a2a-token", help="bearer token for the A2A runtime")
+    add("--auth-token", help="bearer token that clients must send (Authorization: Bearer ...)")
+    add("--state-dir", help="directory for per-thread state (default <config dir>/agui)")
+    add("--interrupt-ttl", type=_positive_float,
+        help="seconds an interrupt stays answerable (default %.0f; 0 disables expiry)" % DEFAULT_INTERRUPT_TTL)
+    add("--idle-shutdown", type=_positive_float, default=0.0,
+        help="exit after this many idle seconds with no active run (default 0 = never)")
+    add("--demo", action="store_true", help="start the built-in scripted A2A runtime (no LLM, no network) and use it")
+    add("--threads", type=int, default=128, help="waitress worker threads; each open SSE stream holds one (default 128)")
+    add("--max-active-runs", type=int, default=None,
+        help="runs allowed in flight before 429 RUNTIME_CAPACITY_EXCEEDED (default: threads - 8)")
+    add("--heartbeat-interval", type=float, default=DEFAULT_HEARTBEAT,
+        help="seconds of silence before an SSE ': heartbeat' comment (default %.0f)" % DEFAULT_HEARTBEAT)
+    add("--upstream-idle-timeout", type=float, default=3600.0,
+        help="seconds without any byte from the A2A runtime before a run fails (default 3600)")
+    add("--reconnect-grace", type=_positive_float, default=0.0,
+        help="seconds a disconnected run keeps going while waiting for a re-attach (default 0 = cancel at once)")
+    add("--drain-timeout", type=_positive_float, default=30.0,
+        help="seconds active runs may take to finish on SIGTERM before they are cancelled (default 30)")
+    add("--debug", action="store_true", help="debug logging")
+    add("--log-stdout", action="store_true", help="log to stdout instead of stderr")
+    add("--version", action="version", version="iaccode_agui %s" % __version__)
+    return parser
+
+
+def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str, a2a_token: Optional[str]) -> Settings:
+    ttl = args.interrupt_ttl
+    if ttl is None:
+        raw = env.get("IAC_CODE_AGUI_INTERRUPT_TTL")
+        try:
+            ttl = float(raw) if raw else DEFAULT_INTERRUPT_TTL
+        except ValueError:
+            raise ConfigError("IAC_CODE_AGUI_INTERRUPT_TTL must be a number of seconds, not %r" % raw)
+        if ttl < 0:
+            raise ConfigError("IAC_CODE_AGUI_INTERRUPT_TTL must be >= 0")
+    state_dir = args.state_dir
+    state_dir = os.path.realpath(os.path.expanduser(state_dir)) if state_dir else default_state_dir(env)
+    if args.threads < 4:
+        raise ConfigError("--threads must be at least 4")
+    max_runs = args.max_active_runs if args.max_active_runs is not None else max(1, args.threads - 8)
+    if args.heartbeat_interval <= 0:
+        raise ConfigError("--heartbeat-interval must be > 0")
+    return Settings(
+        a2a_url=a2a_url, a2a_token=a2a_token, auth_token=args.auth_token or env.get("IAC_CODE_AGUI_AUTH_TOKEN") or None,
+        state_dir=state_dir, allowed_cwds=default_allowed_cwds(env), interrupt_ttl=ttl,
+        heartbeat_interval=args.heartbeat_interval, upstream_idle_timeout=args.upstream_idle_timeout,
+        max_active_runs=max_runs, reconnect_grace=args.reconnect_grace,
+        default_language=i18n.process_locale_language(env))
+
+
+def configure_logging(debug: bool, to_stdout: bool) -> None:
+    handler = logging.StreamHandler(sys.stdout if to_stdout else sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if debug else logging.INFO)
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+    logging.getLogger("urllib3").setLevel(logging.WARNING)
+
+
+def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] = None) -> int:
+    env = os.environ if env is None else env
+    args = build_parser().parse_args(argv)
+    configure_logging(args.debug, args.log_stdout)
+    host = args.host or env.get("IAC_CODE_AGUI_HOST") or DEFAULT_HOST
+    try:
+        port = args.port if args.port is not None else _port(env.get("IAC_CODE_AGUI_PORT") or str(DEFAULT_PORT))
+    except (ValueError, argparse.ArgumentTypeError):
+        print("error: IAC_CODE_AGUI_PORT must be a port number between 1 and 65535", file=sys.stderr)
+        return 2
+    from iaccode_agui.upstream import choose_upstream
+    try:
+        a2a_url = args.a2a_url or env.get("IAC_CODE_AGUI_A2A_URL") or None
+        if a2a_url:
+            a2a_url = normalize_a2a_url(a2a_url)
+        upstream = choose_upstream(a2a_url=a2a_url, a2a_token=args.a2a_token or env.get("IAC_CODE_AGUI_A2A_TOKEN"),
+                                   demo=args.demo, env=env)
+    except ConfigError as exc:
+        print("error: %s" % exc, file=sys.stderr)
+        return 2
+    try:
+        settings = settings_from(args, env, upstream.url, upstream.token)
+        return serve(settings, host, port, args, upstream.description)
+    except ConfigError as exc:
+        print("error: %s" % exc, file=sys.stderr)
+        return 2
+    finally:
+        upstream.close()
+
+
+def serve(settings: Settings, host: str, port: int, args: argparse.Namespace, upstream_description: str) -> int:
+    from waitress.server import create_server
+    from iaccode_agui.app import AguiApp
+
+    app = AguiApp(settings)
+    server = create_server(app, host=host, port=port, threads=args.threads,
+                           connection_limit=args.threads + 256, channel_request_lookahead=1,
+                           ident="iaccode-agui", cleanup_interval=5, channel_timeout=max(120, int(
+                               settings.heartbeat_interval * 4)))
+    stop = threading.Event()
+    reason: List[str] = []
+
+    def request_stop(signum: int, frame: Any) -> None:
+        reason.append(signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    loop = threading.Thread(target=server.run, name="waitress-loop", daemon=True)
+    loop.start()
+    bound = "http://%s:%s/" % (server.effective_host, server.effective_port)  # type: ignore[attr-defined]
+    print("iaccode_agui %s listening on %s" % (__version__, bound), flush=True)
+    print("upstream: %s" % upstream_description, flush=True)
+    print("state dir: %s" % settings.state_dir, flush=True)
+    if args.idle_shutdown > 0:
+        _start_idle_monitor(app, args.idle_shutdown, stop, reason)
+    while not stop.wait(0.5):
+        if not loop.is_alive():
+            log.error("the HTTP server loop stopped unexpectedly")
+            return 1
+    log.info("stopping (%s): draining %d active run(s)", reason[0] if reason else "stop", app.manager.active_count())
+    app.manager.draining = True
+    if not app.manager.wait_idle(args.drain_timeout):
+        log.warning("drain timeout: cancelling %d run(s)", app.manager.active_count())
+        app.manager.cancel_all()
+        app.manager.wait_idle(10.0)
+    server.close()
+    try:
+        server.task_dispatcher.shutdown(timeout=5)  # type: ignore[attr-defined]
+    except Exception:  # pragma: no cover - waitress internals differ between versions
+        pass
+    app.client.close()
+    print("iaccode_agui stopped", flush=True)
+    return 0
+
+
+def _start_idle_monitor(app: Any, idle_seconds: float, stop: threading.Event, reason: List[str]) -> None:
+    def watch() -> None:
+        last_busy = time.monotonic()
+        interval = min(5.0, max(0.1, idle_seconds / 4))
+        while not stop.wait(interval):
+            if app.manager.active_count() or app.open_streams:
+                last_busy = time.monotonic()
+            elif time.monotonic() - last_busy >= idle_seconds:
+                reason.append("idle")
+                stop.set()
+    threading.Thread(target=watch, name="idle-monitor", daemon=True).start()

@@ -1,0 +1,119 @@
+"""One immutable settings object shared by the app, the CLI and embedders.
+
+Embedders build ``Settings(...)`` directly; the CLI fills it from flags and ``IAC_CODE_AGUI_*`` variables
+(``Settings.from_env`` gives the environment-only view).  Everything that reads the environment does it
+here, once, so the rest of the code never looks at ``os.environ``.
+"""
+import dataclasses
+import ipaddress
+import os
+import tempfile
+from typing import Mapping, Optional, Tuple
+from urllib.parse import urlsplit
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+DEFAULT_INTERRUPT_TTL = 540.0
+DEFAULT_HEARTBEAT = 15.0
+MAX_REQUEST_BYTES = 12 * 1024 * 1024
+MAX_CANCEL_BYTES = 64 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    a2a_url: str = "http://127.0.0.1:41242/"
+    a2a_token: Optional[str] = None
+    auth_token: Optional[str] = None
+    state_dir: str = ""
+    allowed_cwds: Tuple[str, ...] = ()
+    interrupt_ttl: float = DEFAULT_INTERRUPT_TTL
+    heartbeat_interval: float = DEFAULT_HEARTBEAT
+    upstream_idle_timeout: float = 3600.0
+    connect_timeout: float = 5.0
+    max_request_bytes: int = MAX_REQUEST_BYTES
+    max_cancel_bytes: int = MAX_CANCEL_BYTES
+    max_active_runs: int = 0
+    reconnect_grace: float = 0.0
+    replay_buffer_events: int = 10000
+    queue_max_events: int = 4096
+    disconnect_poll: float = 0.5
+    default_language: str = "en"
+    server_version: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "a2a_url", normalize_a2a_url(self.a2a_url))
+        if not self.state_dir:
+            object.__setattr__(self, "state_dir", default_state_dir(os.environ))
+        if not self.allowed_cwds:
+            object.__setattr__(self, "allowed_cwds", default_allowed_cwds(os.environ))
+        if not self.server_version:
+            from iaccode_agui import __version__
+            object.__setattr__(self, "server_version", __version__)
+        if self.interrupt_ttl < 0:
+            raise ValueError("interrupt TTL must be >= 0 (0 disables expiry)")
+        if self.heartbeat_interval <= 0:
+            raise ValueError("heartbeat interval must be > 0")
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used; the CLI prints it and exits 2."""
+
+
+_LOOPBACK_NAMES = {"localhost"}
+
+
+def is_loopback_host(host: str) -> bool:
+    """Only literal loopback addresses or the exact name ``localhost`` count (no DNS lookups)."""
+    if not host:
+        return False
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def normalize_a2a_url(url: str) -> str:
+    """Refuse anything but an http(s) URL on a loopback host; end it with exactly one ``/``."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise ConfigError("invalid A2A URL: %r" % url)
+    if parts.scheme not in ("http", "https"):
+        raise ConfigError("the A2A URL must use http or https: %r" % url)
+    if parts.username or parts.password:
+        raise ConfigError("the A2A URL must not carry credentials; use --a2a-token")
+    if not is_loopback_host(host):
+        raise ConfigError("the adapter may connect only to a loopback A2A HTTP(S) URL "
+                          "(127.0.0.0/8, localhost or ::1), not %r" % url)
+    if parts.query or parts.fragment:
+        raise ConfigError("the A2A URL must not carry a query or fragment: %r" % url)
+    return url.split("?", 1)[0].rstrip("/") + "/"
+
+
+def config_dir(env: Mapping[str, str]) -> str:
+    return os.path.abspath(os.path.expanduser(env.get("IAC_CODE_CONFIG_DIR") or "~/.iac-code"))
+
+
+def default_state_dir(env: Mapping[str, str]) -> str:
+    explicit = env.get("IAC_CODE_AGUI_STATE_DIR")
+    if explicit:
+        return os.path.realpath(os.path.expandvars(os.path.expanduser(explicit)))
+    return os.path.join(config_dir(env), "agui")
+
+
+def default_allowed_cwds(env: Mapping[str, str]) -> Tuple[str, ...]:
+    """Roots from ``IAC_CODE_AGUI_ALLOWED_CWDS``, else ``IACCODE_A2A_ALLOWED_CWDS``, else cwd + temp dir."""
+    raw = env.get("IAC_CODE_AGUI_ALLOWED_CWDS") or env.get("IACCODE_A2A_ALLOWED_CWDS") or ""
+    roots = [item for item in raw.split(os.pathsep) if item.strip()]
+    if not roots:
+        roots = [os.getcwd(), tempfile.gettempdir()]
+    resolved = []
+    for root in roots:
+        path = os.path.realpath(os.path.expandvars(os.path.expanduser(root.strip())))
+        if os.path.isdir(path) and path not in resolved:
+            resolved.append(path)
+    return tuple(resolved)

@@ -1,0 +1,62 @@
+"""``DemoServer``: the scripted runtime on a loopback waitress server in a daemon thread.
+
+Every open stream holds one waitress worker thread, so the pool is sized for many concurrent streams, and
+``channel_request_lookahead`` is on so a stream notices a vanished client while it is silent.
+"""
+import threading
+from typing import Any, Optional
+
+from waitress import wasyncore
+from waitress.server import create_server
+
+from iaccode_agui.demo.runtime import ScriptedRuntime
+
+DEFAULT_THREADS = 96
+
+
+class DemoServer:
+    """A running demo runtime; build it with ``DemoServer.start``."""
+
+    def __init__(self, runtime: ScriptedRuntime, server: Any, thread: threading.Thread, url: str) -> None:
+        self.runtime = runtime
+        self.url = url
+        self._server = server
+        self._thread = thread
+        self._stopped = False
+        self._stop_lock = threading.Lock()
+
+    @property
+    def token(self) -> Optional[str]:
+        return self.runtime.token
+
+    @classmethod
+    def start(cls, host: str = "127.0.0.1", port: int = 0, token: Optional[str] = None,
+              threads: int = DEFAULT_THREADS, **runtime_kwargs: Any) -> "DemoServer":
+        """Bind, start serving in a daemon thread and return at once (the socket already listens)."""
+        runtime = ScriptedRuntime(token, **runtime_kwargs)
+        server = create_server(runtime, host=host, port=port, threads=threads, channel_request_lookahead=8,
+                               asyncore_use_poll=True, ident="iac-code-demo")
+        bound_port = server.effective_port
+        url_host = "[%s]" % host if ":" in host else host
+        thread = threading.Thread(target=server.run, name="demo-a2a-server", daemon=True)
+        thread.start()
+        return cls(runtime, server, thread, "http://%s:%s/" % (url_host, bound_port))
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop producers and streams first (so worker threads free up), then the sockets and the loop."""
+        with self._stop_lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        self.runtime.shutdown(timeout)
+        server = self._server
+        # Closing sockets must happen on the loop thread; the trigger runs the thunk there.
+        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+        self._thread.join(timeout)
+        server.task_dispatcher.shutdown(timeout=timeout)
+
+    def __enter__(self) -> "DemoServer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

@@ -1,0 +1,136 @@
+"""The public error contract: every code, its HTTP status and its English message.
+
+Codes, statuses and messages are a contract with clients (the same as `iac-code agui`), so they live in
+this one table.  English strings double as message ids for the translation catalogs in ``catalogs/``;
+``i18n.translate`` looks them up per request.  Anything not declared in ``MESSAGES`` is never translated.
+"""
+from typing import Dict, Optional, Tuple
+
+# --- messages (English source strings; the catalogs are keyed by them) -------------------------------
+MSG_UNAUTHORIZED = "A valid bearer token is required."
+MSG_UNSUPPORTED_MEDIA_TYPE = "Content-Type must be application/json."
+MSG_REQUEST_TOO_LARGE = "The request body is too large."
+MSG_INVALID_JSON = "The request body is not valid JSON."
+MSG_NOT_FOUND = "The requested resource was not found."
+MSG_METHOD_NOT_ALLOWED = "The HTTP method is not allowed for this resource."
+MSG_INTERNAL_ERROR = "The server failed to process the request."
+
+MSG_INVALID_BODY = "The request body must be a JSON object."
+MSG_INVALID_ENVELOPE = "Invalid AG-UI RunAgentInput envelope."
+MSG_INVALID_PROPS = "Invalid iac-code forwarded properties."
+MSG_TOOLS_UNSUPPORTED = "Client-defined tools are not supported."
+MSG_CWD_NOT_ABSOLUTE = "The workspace path must be absolute."
+MSG_CWD_NOT_ALLOWED = "The workspace path is outside the allowed workspace roots."
+MSG_CWD_NOT_DIRECTORY = "The workspace path exists but is not a directory."
+MSG_CWD_UNUSABLE = "The workspace directory cannot be created or accessed."
+MSG_USER_MESSAGE_REQUIRED = "A new run requires a user message."
+MSG_REMOTE_MEDIA = "Remote media URLs are not supported."
+MSG_UNSUPPORTED_CONTENT = "Only text and inline data images are supported."
+MSG_IMAGE_TYPE = "The image type is not supported; use PNG, JPEG, GIF or WebP."
+MSG_IMAGE_INVALID = "The image data is invalid."
+MSG_IMAGE_TOO_LARGE = "An image exceeds the 8 MiB limit."
+MSG_IMAGES_TOO_LARGE = "The images exceed the 10 MiB total limit."
+MSG_CANCEL_IDENTITY = "threadId and rosInvocationId are required."
+MSG_RESUME_INVALID = "The resume entries are invalid."
+MSG_LAST_EVENT_ID = "The Last-Event-ID header must be a non-negative event id."
+
+MSG_DUPLICATE_RUN_ID = "The AG-UI run id has already been used."
+MSG_THREAD_BUSY = "The AG-UI thread already has an active run."
+MSG_THREAD_BINDING_CONFLICT = "The AG-UI thread is already bound to another workspace or caller."
+MSG_RESUME_REQUIRED = "The AG-UI thread is waiting for interrupt responses."
+MSG_EXECUTION_LOST = "The execution to resume is no longer available."
+MSG_RESUME_MISMATCH = "The resume request does not match the interrupted run."
+MSG_TASK_UNAVAILABLE = "The A2A task to resume is unavailable."
+MSG_SESSION_UNAVAILABLE = "The iac-code session to resume is unavailable."
+MSG_STATE_UNAVAILABLE = "The AG-UI thread state is unavailable."
+MSG_EXECUTION_NOT_FOUND = "The execution was not found."
+MSG_RUN_ALREADY_ATTACHED = "Another client is already attached to this run."
+MSG_RUN_ALREADY_TERMINAL = "The run has already ended and its events are no longer available."
+MSG_RUNTIME_DRAINING = "The server is shutting down and does not accept new runs."
+MSG_RUNTIME_CAPACITY = "The server has reached its limit of active runs."
+
+MSG_INCOMPLETE_RESUME = "The resume must resolve every pending interrupt exactly once."
+MSG_DUPLICATE_RESUME_IDS = "The resume contains duplicate interrupt ids."
+MSG_UNKNOWN_INTERRUPT = "The resume references an unknown interrupt."
+MSG_RESUME_PAYLOAD_INVALID = "The interrupt response payload is invalid."
+MSG_RESUME_PAYLOAD_MISSING = "A resolved interrupt requires a payload."
+MSG_RESUME_ALREADY_APPLIED = "The interrupt response has already been applied."
+MSG_EXECUTION_EXPIRED = "The interrupted execution has expired."
+MSG_STATE_PERSISTENCE_FAILED = "The adapter could not persist recovery state."
+MSG_COMMIT_FAILED = "The accepted interrupt response could not be committed."
+MSG_A2A_UNAVAILABLE = "The local A2A execution service is unavailable."
+MSG_A2A_NOT_ACCEPTED = "The A2A interrupt response was not accepted."
+MSG_A2A_REJECTED = "The A2A service rejected the interrupt response."
+MSG_A2A_IDLE_TIMEOUT = "The local A2A execution service stopped responding."
+MSG_A2A_PROTOCOL_ERROR = "The A2A task, context or session does not match the interrupted run."
+MSG_A2A_EXECUTION_FAILED = "The A2A execution failed."
+MSG_CANCELLED = "The execution was cancelled."
+MSG_SESSION_BACKUP_NOT_READY = "The iac-code session backup is not ready yet. Retry after 3 seconds."
+
+MSG_PERMISSION_REQUIRED = "Permission required"
+MSG_INPUT_REQUIRED = "Input required"
+
+# --- codes: code -> (HTTP status when reported before SSE, default message) --------------------------
+ERRORS: Dict[str, Tuple[int, str]] = {
+    "UNAUTHORIZED": (401, MSG_UNAUTHORIZED),
+    "UNSUPPORTED_MEDIA_TYPE": (415, MSG_UNSUPPORTED_MEDIA_TYPE),
+    "REQUEST_TOO_LARGE": (413, MSG_REQUEST_TOO_LARGE),
+    "INVALID_JSON": (400, MSG_INVALID_JSON),
+    "INVALID_INPUT": (400, MSG_INVALID_ENVELOPE),
+    "NOT_FOUND": (404, MSG_NOT_FOUND),
+    "METHOD_NOT_ALLOWED": (405, MSG_METHOD_NOT_ALLOWED),
+    "INTERNAL_ERROR": (500, MSG_INTERNAL_ERROR),
+    "DUPLICATE_RUN_ID": (409, MSG_DUPLICATE_RUN_ID),
+    "RUN_ID_CONFLICT": (409, MSG_DUPLICATE_RUN_ID),
+    "THREAD_BUSY": (409, MSG_THREAD_BUSY),
+    "THREAD_BINDING_CONFLICT": (409, MSG_THREAD_BINDING_CONFLICT),
+    "RESUME_REQUIRED": (409, MSG_RESUME_REQUIRED),
+    "EXECUTION_LOST": (409, MSG_EXECUTION_LOST),
+    "STATE_UNAVAILABLE": (503, MSG_STATE_UNAVAILABLE),
+    "EXECUTION_NOT_FOUND": (404, MSG_EXECUTION_NOT_FOUND),
+    "RUN_ALREADY_ATTACHED": (409, MSG_RUN_ALREADY_ATTACHED),
+    "RUN_ALREADY_TERMINAL": (409, MSG_RUN_ALREADY_TERMINAL),
+    "RUNTIME_DRAINING": (503, MSG_RUNTIME_DRAINING),
+    "RUNTIME_CAPACITY_EXCEEDED": (429, MSG_RUNTIME_CAPACITY),
+    # Reported as RUN_ERROR inside the SSE stream (the status is what they would be over plain HTTP).
+    "INCOMPLETE_RESUME": (409, MSG_INCOMPLETE_RESUME),
+    "UNKNOWN_INTERRUPT": (409, MSG_UNKNOWN_INTERRUPT),
+    "RESUME_PAYLOAD_INVALID": (400, MSG_RESUME_PAYLOAD_INVALID),
+    "RESUME_ALREADY_APPLIED": (409, MSG_RESUME_ALREADY_APPLIED),
+    "EXECUTION_EXPIRED": (410, MSG_EXECUTION_EXPIRED),
+    "STATE_PERSISTENCE_FAILED": (503, MSG_STATE_PERSISTENCE_FAILED),
+    "A2A_UNAVAILABLE": (502, MSG_A2A_UNAVAILABLE),
+    "A2A_PROTOCOL_ERROR": (502, MSG_A2A_PROTOCOL_ERROR),
+    "A2A_EXECUTION_FAILED": (502, MSG_A2A_EXECUTION_FAILED),
+    "CANCELLED": (409, MSG_CANCELLED),
+    "SESSION_BACKUP_NOT_READY": (503, MSG_SESSION_BACKUP_NOT_READY),
+}
+
+MESSAGES: Tuple[str, ...] = tuple(
+    value for name, value in sorted(globals().items()) if name.startswith("MSG_") and isinstance(value, str)
+)
+
+
+class AguiError(Exception):
+    """An error with a public code; raised anywhere, rendered by the HTTP layer or as RUN_ERROR.
+
+    ``message`` is an English source string from this module (so it can be translated) or, for text
+    that comes from the A2A runtime, free text that is passed through untouched.
+    """
+
+    def __init__(self, code: str, message: Optional[str] = None, *, headers: Optional[Dict[str, str]] = None):
+        if code not in ERRORS:
+            raise ValueError("undeclared error code %r" % code)
+        self.code = code
+        self.message = message if message is not None else ERRORS[code][1]
+        self.headers = dict(headers or {})
+        super().__init__("%s: %s" % (code, self.message))
+
+    @property
+    def status(self) -> int:
+        return ERRORS[self.code][0]
+
+
+def error_body(code: str, message: str) -> Dict[str, Dict[str, str]]:
+    """The one JSON shape of every error answered before SSE starts."""
+    return {"error": {"code": code, "message": message}}

@@ -1,0 +1,375 @@
+"""Turn a raw POST body into a validated run (or cancel) request, entirely before SSE starts.
+
+Every rejection is ``AguiError("INVALID_INPUT", <specific message>)`` so a client learns what to fix and a
+rejected request never consumes its ``runId`` (README decision 2).  Structural rules live in the JSON
+Schema documents under ``schemas/``; what needs a specific message or touches the file system (user
+content, images, the workspace path) is checked here in Python.  Schema error text is never exposed
+because it can echo secrets; only the JSON pointer of the failure travels, as ``detail_path``.
+"""
+import base64
+import binascii
+import dataclasses
+import hashlib
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import jsonschema
+from jsonschema.exceptions import best_match
+
+from iaccode_agui import errors
+from iaccode_agui.errors import AguiError
+from iaccode_agui.i18n import negotiate, normalize_tag
+
+MAX_IMAGE_BYTES = 8 * 1024 * 1024
+MAX_TOTAL_IMAGE_BYTES = 10 * 1024 * 1024
+MAX_FILENAME_BYTES = 255
+
+_SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas")
+
+# Magic numbers: the declared type must match the bytes, or the upstream decoder would choke later.
+_IMAGE_SIGNATURES = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+}
+IMAGE_MEDIA_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+_WINDOWS_RESERVED = frozenset(
+    ["CON", "PRN", "AUX", "NUL"] + ["COM%d" % i for i in range(1, 10)] + ["LPT%d" % i for i in range(1, 10)]
+)
+
+
+def _load_validator(name: str, subschema: Optional[str] = None) -> Any:
+    """Read and check a schema document once, at import, so each request only pays for validation."""
+    with open(os.path.join(_SCHEMA_DIR, name), encoding="utf-8") as handle:
+        schema = json.load(handle)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    if subschema is not None:
+        schema = schema["$defs"][subschema]
+    return jsonschema.Draft202012Validator(schema)
+
+
+_ENVELOPE = _load_validator("run_agent_input.json")
+_RESUME = _load_validator("run_agent_input.json", "resume")
+_PROPS = _load_validator("iaccode_props.json")
+_CANCEL = _load_validator("cancel_request.json")
+
+
+@dataclasses.dataclass(frozen=True)
+class UserMessage:
+    message_id: str
+    parts: List[Dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRequest:
+    thread_id: str
+    run_id: str
+    parent_run_id: Optional[str]
+    props: Dict[str, Any]
+    cwd: str
+    user_message: Optional[UserMessage]
+    resume: Optional[List[Dict[str, Any]]]
+    digest: str
+
+    @property
+    def is_resume(self) -> bool:
+        return self.resume is not None
+
+    @property
+    def ros_invocation_id(self) -> str:
+        return self.props["rosInvocationId"]
+
+    @property
+    def user_id(self) -> Optional[str]:
+        return self.props.get("userId")
+
+    @property
+    def run_mode(self) -> Optional[str]:
+        """None when the client did not choose: A2A then picks the mode itself."""
+        return self.props.get("runMode")
+
+
+# --- errors -----------------------------------------------------------------------------------------
+
+def _pointer(parts: Sequence[Any]) -> str:
+    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in parts)
+
+
+def _invalid(message: str, path: Sequence[Any] = ()) -> AguiError:
+    err = AguiError("INVALID_INPUT", message)
+    err.detail_path = _pointer(path)  # type: ignore[attr-defined]
+    return err
+
+
+def _offending_key(error: Any) -> Optional[str]:
+    """Name the missing or unexpected key, which the schema error's path alone does not show."""
+    instance = error.instance
+    if not isinstance(instance, dict):
+        return None
+    if error.validator == "required":
+        missing = [key for key in error.validator_value if key not in instance]
+        return missing[0] if missing else None
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        known = error.schema.get("properties", {})
+        extra = sorted(key for key in instance if key not in known)
+        return extra[0] if extra else None
+    return None
+
+
+def _check(validator: Any, instance: Any, message: str, prefix: Sequence[Any] = ()) -> None:
+    error = best_match(validator.iter_errors(instance))
+    if error is None:
+        return
+    path = list(prefix) + list(error.absolute_path)
+    key = _offending_key(error)
+    if key is not None:
+        path.append(key)
+    raise _invalid(message, path)
+
+
+# --- public API -------------------------------------------------------------------------------------
+
+def canonical_digest(value: Any) -> str:
+    """Key order and whitespace must not change the digest; non-ASCII text is hashed as UTF-8.
+
+    ``surrogatepass`` keeps a lone surrogate (legal in JSON escapes) from crashing the hash.
+    """
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def request_language(body: Any, accept_language: Optional[str], fallback: str) -> str:
+    """The request's language; a usable ``preferredLanguage`` wins even if the rest of the body is bad.
+
+    This runs before validation so that the error explaining an invalid body is already localised.
+    """
+    props = body.get("forwardedProps") if isinstance(body, dict) else None
+    iac_code = props.get("iacCode") if isinstance(props, dict) else None
+    preferred = iac_code.get("preferredLanguage") if isinstance(iac_code, dict) else None
+    if isinstance(preferred, str):
+        language = normalize_tag(preferred)
+        if language is not None:
+            return language
+    return negotiate(accept_language, fallback)
+
+
+def parse_cancel_request(body: Any) -> Tuple[str, str]:
+    """(threadId, rosInvocationId): both are needed to prove the caller owns the execution."""
+    if not isinstance(body, dict):
+        raise _invalid(errors.MSG_INVALID_BODY)
+    _check(_CANCEL, body, errors.MSG_CANCEL_IDENTITY)
+    return body["threadId"], body["rosInvocationId"]
+
+
+def resolve_cwd(cwd: str, allowed_roots: Sequence[str]) -> str:
+    """The real workspace path, created if missing, refused unless inside an allowed root.
+
+    Containment is decided on the fully resolved path so a symlink inside a root cannot lead outside it,
+    and the resolved path (not the client's spelling) is what gets bound and sent upstream.
+    """
+    path = ("cwd",)
+    expanded = os.path.expandvars(os.path.expanduser(cwd))
+    if not os.path.isabs(expanded):
+        raise _invalid(errors.MSG_CWD_NOT_ABSOLUTE, path)
+    try:
+        real = os.path.realpath(expanded)
+    except (OSError, ValueError):
+        raise _invalid(errors.MSG_CWD_UNUSABLE, path) from None
+    if not _inside_roots(real, allowed_roots):
+        raise _invalid(errors.MSG_CWD_NOT_ALLOWED, path)
+    try:
+        exists = os.path.lexists(real)
+        if exists and not os.path.isdir(real):
+            raise _invalid(errors.MSG_CWD_NOT_DIRECTORY, path)
+        if not exists:
+            os.makedirs(real, exist_ok=True)
+        # A symlink swapped in during creation must not move the workspace out of bounds.
+        if not _inside_roots(os.path.realpath(real), allowed_roots) or not os.path.isdir(real):
+            raise _invalid(errors.MSG_CWD_NOT_ALLOWED, path)
+        if not os.access(real, os.R_OK | os.X_OK):
+            raise _invalid(errors.MSG_CWD_UNUSABLE, path)
+    except (OSError, ValueError):
+        raise _invalid(errors.MSG_CWD_UNUSABLE, path) from None
+    return real
+
+
+def _inside_roots(real: str, roots: Sequence[str]) -> bool:
+    for root in roots:
+        if not root or not os.path.isabs(root):
+            continue
+        try:
+            if os.path.commonpath([root, real]) == root:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def parse_run_request(body: Any, allowed_cwds: Sequence[str]) -> RunRequest:
+    """Validate a RunAgentInput fully; the checks run in a fixed order so the first problem is reported."""
+    if not isinstance(body, dict):
+        raise _invalid(errors.MSG_INVALID_BODY)
+    _check(_ENVELOPE, body, errors.MSG_INVALID_ENVELOPE)
+    forwarded = body["forwardedProps"]
+    _check(_PROPS, forwarded, errors.MSG_INVALID_PROPS, ("forwardedProps",))
+    props = forwarded["iacCode"]
+    if body["tools"]:
+        raise _invalid(errors.MSG_TOOLS_UNSUPPORTED, ("tools",))
+    try:
+        cwd = resolve_cwd(props["cwd"], allowed_cwds)
+    except AguiError as err:
+        err.detail_path = "/forwardedProps/iacCode" + getattr(err, "detail_path", "")  # type: ignore[attr-defined]
+        raise
+    resume = body.get("resume")
+    if resume is not None:
+        _check(_RESUME, resume, errors.MSG_RESUME_INVALID, ("resume",))
+    resume = resume or None
+    user_message = None if resume is not None else _latest_user_message(body["messages"])
+    return RunRequest(
+        thread_id=body["threadId"],
+        run_id=body["runId"],
+        parent_run_id=body.get("parentRunId"),
+        props=props,
+        cwd=cwd,
+        user_message=user_message,
+        resume=resume,
+        digest=canonical_digest(body),
+    )
+
+
+# --- user content -----------------------------------------------------------------------------------
+
+def _latest_user_message(messages: List[Dict[str, Any]]) -> UserMessage:
+    """Only the newest user message is sent: earlier history already lives in the A2A session."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("role") == "user":
+            parts = _convert_content(message.get("content"), ("messages", index, "content"))
+            return UserMessage(message_id=message["id"], parts=parts)
+    raise _invalid(errors.MSG_USER_MESSAGE_REQUIRED, ("messages",))
+
+
+def _convert_content(content: Any, path: Tuple[Any, ...]) -> List[Dict[str, Any]]:
+    if isinstance(content, str):
+        if not content.strip():
+            raise _invalid(errors.MSG_USER_MESSAGE_REQUIRED, path)
+        return [{"text": content}]
+    if not isinstance(content, list):
+        raise _invalid(errors.MSG_INVALID_ENVELOPE, path)
+    parts: List[Dict[str, Any]] = []
+    budget = _ImageBudget()
+    for index, part in enumerate(content):
+        part_path = path + (index,)
+        if not isinstance(part, dict):
+            raise _invalid(errors.MSG_INVALID_ENVELOPE, part_path)
+        kind = part.get("type")
+        if kind == "text":
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise _invalid(errors.MSG_INVALID_ENVELOPE, part_path + ("text",))
+            if text.strip():
+                parts.append({"text": text})
+        elif kind == "image":
+            parts.append(_convert_image_part(part, part_path, budget))
+        elif kind == "binary":
+            parts.append(_convert_binary_part(part, part_path, budget))
+        else:
+            raise _invalid(errors.MSG_UNSUPPORTED_CONTENT, part_path)
+    if not parts:
+        raise _invalid(errors.MSG_USER_MESSAGE_REQUIRED, path)
+    return parts
+
+
+class _ImageBudget:
+    """Numbers images for default filenames and enforces the per-message size total."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total = 0
+
+    def add(self, size: int, path: Tuple[Any, ...]) -> int:
+        self.count += 1
+        self.total += size
+        if self.total > MAX_TOTAL_IMAGE_BYTES:
+            raise _invalid(errors.MSG_IMAGES_TOO_LARGE, path)
+        return self.count
+
+
+def _convert_image_part(part: Dict[str, Any], path: Tuple[Any, ...], budget: _ImageBudget) -> Dict[str, Any]:
+    source = part.get("source")
+    if not isinstance(source, dict):
+        if "url" in part:
+            raise _invalid(errors.MSG_REMOTE_MEDIA, path + ("url",))
+        raise _invalid(errors.MSG_IMAGE_INVALID, path + ("source",))
+    source_type = source.get("type")
+    if source_type == "url" or (source_type is None and "url" in source):
+        raise _invalid(errors.MSG_REMOTE_MEDIA, path + ("source",))
+    if source_type != "data":
+        raise _invalid(errors.MSG_UNSUPPORTED_CONTENT, path + ("source", "type"))
+    metadata = part.get("metadata")
+    filename = metadata.get("filename") if isinstance(metadata, dict) else None
+    return _inline_image(source.get("mimeType"), source.get("value"), filename, path + ("source",), budget)
+
+
+def _convert_binary_part(part: Dict[str, Any], path: Tuple[Any, ...], budget: _ImageBudget) -> Dict[str, Any]:
+    """Pre-1.0 clients still send ``binary`` parts; an inline image is the only kind we can forward."""
+    mime = _normalize_mime(part.get("mimeType"))
+    if mime is None or not mime.startswith("image/"):
+        raise _invalid(errors.MSG_UNSUPPORTED_CONTENT, path)
+    if "data" not in part and isinstance(part.get("url"), str):
+        raise _invalid(errors.MSG_REMOTE_MEDIA, path + ("url",))
+    if "data" not in part:
+        raise _invalid(errors.MSG_UNSUPPORTED_CONTENT, path)
+    return _inline_image(part.get("mimeType"), part.get("data"), part.get("filename"), path, budget)
+
+
+def _normalize_mime(value: Any) -> Optional[str]:
+    if not isinstance(value, str):
+        return None
+    return value.split(";", 1)[0].strip().lower()
+
+
+def _inline_image(
+    mime_type: Any, value: Any, filename: Any, path: Tuple[Any, ...], budget: _ImageBudget
+) -> Dict[str, Any]:
+    mime = _normalize_mime(mime_type)
+    if mime not in IMAGE_MEDIA_TYPES:
+        raise _invalid(errors.MSG_IMAGE_TYPE, path + ("mimeType",))
+    if not isinstance(value, str):
+        raise _invalid(errors.MSG_IMAGE_INVALID, path)
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise _invalid(errors.MSG_IMAGE_INVALID, path) from None
+    if len(raw) > MAX_IMAGE_BYTES:
+        raise _invalid(errors.MSG_IMAGE_TOO_LARGE, path)
+    if not _has_signature(raw, mime):
+        raise _invalid(errors.MSG_IMAGE_INVALID, path)
+    number = budget.add(len(raw), path)
+    name = filename if is_safe_filename(filename) else "agui-image-%d" % number
+    return {
+        "data": {"filename": name, "bytes": base64.b64encode(raw).decode("ascii")},
+        "mediaType": mime,
+    }
+
+
+def _has_signature(raw: bytes, mime: str) -> bool:
+    if mime == "image/webp":
+        return len(raw) >= 12 and raw[:4] == b"RIFF" and raw[8:12] == b"WEBP"
+    return any(raw.startswith(magic) for magic in _IMAGE_SIGNATURES[mime])
+
+
+def is_safe_filename(name: Any) -> bool:
+    """A client-supplied name is forwarded only if no file system could read it as a path or device."""
+    if not isinstance(name, str) or not name or name in (".", ".."):
+        return False
+    try:
+        if len(name.encode("utf-8")) > MAX_FILENAME_BYTES:
+            return False
+    except UnicodeEncodeError:
+        return False
+    if any(ch in "/\\" or ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F for ch in name):
+        return False
+    stem = name.split(".", 1)[0].rstrip(" ").upper()
+    return stem not in _WINDOWS_RESERVED

@@ -1,0 +1,62 @@
+"""Process counters and gauges, rendered in the Prometheus text exposition format (no client library)."""
+import threading
+from typing import Callable, Dict, List, Tuple
+
+_HELP = {
+    "agui_runs_started_total": ("counter", "Runs admitted and started."),
+    "agui_runs_finished_total": ("counter", "Runs that ended with RUN_FINISHED, by outcome."),
+    "agui_runs_errored_total": ("counter", "Runs that ended with RUN_ERROR, by code."),
+    "agui_admission_rejections_total": ("counter", "Requests refused before SSE, by error code."),
+    "agui_events_sent_total": ("counter", "AG-UI events published to run channels."),
+    "agui_heartbeats_total": ("counter", "SSE heartbeat comments written."),
+    "agui_upstream_errors_total": ("counter", "A2A upstream failures seen by run workers."),
+    "agui_streams_closed_total": ("counter", "SSE responses closed (finished or disconnected)."),
+    "agui_reattach_total": ("counter", "Clients re-attached to a run with Last-Event-ID."),
+    "agui_cancellations_total": ("counter", "Executions cancelled through the cancel extension."),
+    "agui_http_requests_total": ("counter", "HTTP requests answered, by route and status."),
+    "agui_active_runs": ("gauge", "Runs currently in flight in this process."),
+    "agui_open_streams": ("gauge", "SSE responses currently open."),
+}
+
+Labels = Tuple[Tuple[str, str], ...]
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: Dict[str, Dict[Labels, float]] = {}
+        self._gauges: Dict[str, Callable[[], float]] = {}
+
+    def inc(self, name: str, amount: float = 1, **labels: str) -> None:
+        key = tuple(sorted(labels.items()))
+        with self._lock:
+            series = self._values.setdefault(name, {})
+            series[key] = series.get(key, 0) + amount
+
+    def add_gauge(self, name: str, read: Callable[[], float]) -> None:
+        self._gauges[name] = read
+
+    def value(self, name: str, **labels: str) -> float:
+        with self._lock:
+            return self._values.get(name, {}).get(tuple(sorted(labels.items())), 0)
+
+    def render(self) -> str:
+        lines: List[str] = []
+        with self._lock:
+            snapshot = {name: dict(series) for name, series in self._values.items()}
+        for name, read in self._gauges.items():
+            snapshot[name] = {(): float(read())}
+        for name in sorted(set(_HELP) | set(snapshot)):
+            kind, text = _HELP.get(name, ("untyped", name))
+            lines.append("# HELP %s %s" % (name, text))
+            lines.append("# TYPE %s %s" % (name, kind))
+            series = snapshot.get(name) or ({(): 0.0} if not name.endswith("_total") or kind == "counter" else {})
+            for labels, value in sorted(series.items()):
+                label_text = ",".join('%s="%s"' % (key, _escape(val)) for key, val in labels)
+                number = int(value) if float(value).is_integer() else value
+                lines.append("%s%s %s" % (name, "{%s}" % label_text if label_text else "", number))
+        return "\n".join(lines) + "\n"

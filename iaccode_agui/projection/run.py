@@ -1,0 +1,376 @@
+"""The projection of one AG-UI run: A2A stream results in, AG-UI events and effects out.
+
+``RunProjector`` is a pure state machine.  ``feed`` takes one A2A ``StreamResponse`` result and returns an
+ordered list whose items are either AG-UI event dicts or *effects* (``BindTask``, ``BindSession``,
+``CommitInterrupts``, ``EndRun``).  The shell applies each effect (persisting state) before it forwards
+the events that follow it, which is how "durable before visible" is kept without the projection doing
+any I/O.  Tests drive it with plain lists of dicts.
+"""
+import dataclasses
+import json
+import time
+from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Set, Tuple, Union
+
+from iaccode_agui import errors
+from iaccode_agui.a2a import dialect
+from iaccode_agui.projection import events as ev
+from iaccode_agui.projection import interrupts
+from iaccode_agui.projection.events import Event
+from iaccode_agui.projection.spans import SpanTracker
+from iaccode_agui.projection.textreplay import digests_of, new_suffix
+from iaccode_agui.projection.usage import UsageLedger
+
+
+@dataclasses.dataclass(frozen=True)
+class RunContext:
+    thread_id: str
+    run_id: str
+    execution_id: str
+    context_id: str
+    ros_invocation_id: str
+    language: str = "en"
+    parent_run_id: Optional[str] = None
+    task_id: Optional[str] = None
+    session_id: Optional[str] = None
+    pending: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    applied_ids: FrozenSet[str] = frozenset()
+    text_digests: FrozenSet[str] = frozenset()
+    resume: bool = False
+    interrupt_ttl: float = 540.0
+    generic: bool = False
+
+
+# ---- effects -----------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class BindTask:
+    task_id: str
+
+
+@dataclasses.dataclass(frozen=True)
+class BindSession:
+    session_id: str
+
+
+@dataclasses.dataclass(frozen=True)
+class CommitInterrupts:
+    """The complete pending map to persist (``id -> {"value","sideband","expiresAt"}``) and text digests."""
+    pending: Dict[str, Dict[str, Any]]
+    text_digests: Tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class EndRun:
+    outcome: str                 # "success" | "interrupt" | "error"
+    code: Optional[str] = None
+
+
+Output = Union[Event, BindTask, BindSession, CommitInterrupts, EndRun]
+
+
+class ProtocolViolation(Exception):
+    """The runtime broke the identity contract of the run (other task, context or session)."""
+
+
+def is_event(item: Any) -> bool:
+    return isinstance(item, dict)
+
+
+class RunProjector:
+    def __init__(self, ctx: RunContext, clock: Callable[[], float] = time.time) -> None:
+        self.ctx = ctx
+        self.clock = clock
+        self.spans = SpanTracker(ctx.run_id)
+        self.usage = UsageLedger()
+        self.task_id = ctx.task_id
+        self.session_id = ctx.session_id
+        self.pending: Dict[str, Dict[str, Any]] = {key: dict(value) for key, value in ctx.pending.items()}
+        self.applied_ids: Set[str] = set(ctx.applied_ids)
+        self.last_state = ""
+        self.done = False
+        self.session_emitted = False
+        self.accepted = not ctx.resume      # a resume shows the session event only after acceptance
+        self._replay_checked: Set[str] = set()
+        self._known_digests = set(ctx.text_digests)
+        self.answering: Set[str] = set()       # resume answers not yet sent: their inputs are expected
+        self.paused_for_answers = False
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> List[Output]:
+        return [ev.run_started(self.ctx.thread_id, self.ctx.run_id, self.ctx.parent_run_id)]
+
+    def accept(self) -> List[Output]:
+        """The runtime accepted a resume answer: announce the session (the 'resume accepted' signal)."""
+        self.accepted = True
+        return self._maybe_session()
+
+    def mark_applied(self, interrupt_id: str) -> None:
+        self.applied_ids.add(interrupt_id)
+        self.pending.pop(interrupt_id, None)
+
+    def add_tool_result(self, tool_call_id: str, content: str) -> List[Output]:
+        """Close the tool span an interrupted question left open, once, with the user's answer."""
+        return list(self.spans.tool_result(tool_call_id, content))
+
+    # ---- mapping ------------------------------------------------------------------------------
+    def feed(self, result: Any, *, with_text: bool = True, history_text: bool = False) -> List[Output]:
+        if self.done:
+            return []
+        try:
+            return self._feed(result, with_text, history_text)
+        except ProtocolViolation:
+            return self.fail("A2A_PROTOCOL_ERROR", errors.MSG_A2A_PROTOCOL_ERROR)
+
+    def check_identity(self, result: Any) -> List[Output]:
+        """Bind/verify task, context and session from a snapshot without mapping its content.
+
+        Raises ``ProtocolViolation`` so a resume can refuse to send anything to the wrong task.
+        """
+        kind, obj = dialect.unwrap(result)
+        return self._identity(kind, obj)
+
+    def snapshot_inputs(self, result: Any) -> List[Tuple[Dict[str, Any], bool]]:
+        """Required inputs a task snapshot shows that this execution has not answered yet."""
+        kind, obj = dialect.unwrap(result)
+        return self._new_inputs(dialect.iac_code_metadata(obj))
+
+    def _feed(self, result: Any, with_text: bool, history_text: bool) -> List[Output]:
+        kind, obj = dialect.unwrap(result)
+        out: List[Output] = []
+        out.extend(self._identity(kind, obj))
+        if kind == "artifactUpdate":
+            artifact = obj.get("artifact")
+            if isinstance(artifact, dict):
+                value = {"schemaVersion": 1}
+                value.update(dialect.coerce_numbers(artifact))
+                out.append(ev.custom(ev.ARTIFACT_EVENT, value))
+            return out
+        if kind == "message":
+            if with_text:
+                out.extend(self._text(obj.get("messageId"), dialect.message_text(obj)))
+            return out
+        if kind not in ("task", "statusUpdate"):
+            return out
+        iac = dialect.iac_code_metadata(obj)
+        status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+        thinking = iac.get("thinking")
+        if isinstance(thinking, dict) and thinking.get("type") == "raw_thinking" and isinstance(thinking.get("text"), str):
+            out.extend(self.spans.reasoning(thinking["text"]))
+        if with_text:
+            out.extend(self._status_text(kind, obj, status, iac, history_text))
+        tool = iac.get("tool")
+        if isinstance(tool, dict):
+            out.extend(self._tool(tool))
+        if "usage" in iac:
+            self.usage.record(iac.get("usage"))
+        state = dialect.normalize_state(status.get("state"))
+        if state:
+            self.last_state = state
+        out.extend(self._boundary(state, iac, status))
+        return out
+
+    def _identity(self, kind: str, obj: Dict[str, Any]) -> List[Output]:
+        out: List[Output] = []
+        task_id = dialect.frame_task_id(kind, obj) if kind != "message" else obj.get("taskId")
+        if isinstance(task_id, str) and task_id:
+            if self.task_id is None:
+                self.task_id = task_id
+                out.append(BindTask(task_id))
+            elif task_id != self.task_id:
+                raise ProtocolViolation("task id changed")
+        context_id = obj.get("contextId")
+        if isinstance(context_id, str) and context_id and context_id != self.ctx.context_id:
+            raise ProtocolViolation("context id changed")
+        session_id = dialect.iac_code_metadata(obj).get("iacCodeSessionId")
+        if isinstance(session_id, str) and session_id:
+            if self.session_id is None:
+                self.session_id = session_id
+                out.append(BindSession(session_id))
+            elif session_id != self.session_id:
+                raise ProtocolViolation("session id changed")
+        if out:
+            out.extend(self._maybe_session())
+        return out
+
+    def _maybe_session(self) -> List[Output]:
+        if self.session_emitted or not self.accepted or not self.task_id or not self.session_id:
+            return []
+        self.session_emitted = True
+        return [ev.custom(ev.SESSION_EVENT, {
+            "schemaVersion": 1, "threadId": self.ctx.thread_id, "aguiRunId": self.ctx.run_id,
+            "executionId": self.ctx.execution_id, "contextId": self.ctx.context_id, "taskId": self.task_id,
+            "rosInvocationId": self.ctx.ros_invocation_id, "sessionId": self.session_id})]
+
+    def _status_text(self, kind: str, obj: Dict[str, Any], status: Dict[str, Any], iac: Dict[str, Any],
+                     history_text: bool) -> List[Output]:
+        message = status.get("message")
+        text = dialect.message_text(message)
+        message_id = message.get("messageId") if isinstance(message, dict) else None
+        final = isinstance(iac.get("assistantFinal"), dict) and iac["assistantFinal"].get("complete") is True
+        if final and self.spans.emitted_text:
+            return []
+        if not text and history_text and kind == "task" and not self.spans.emitted_text:
+            return self._history_text(obj)
+        return self._text(message_id, text)
+
+    def _history_text(self, task: Dict[str, Any]) -> List[Output]:
+        history = task.get("history")
+        if not isinstance(history, list):
+            return []
+        trailing: List[Dict[str, Any]] = []
+        for message in reversed(history):
+            if not dialect.is_agent_message(message) or not isinstance(message, dict):
+                break
+            trailing.insert(0, message)
+        out: List[Output] = []
+        for message in trailing:
+            out.extend(self._text(message.get("messageId"), dialect.message_text(message)))
+        return out
+
+    def _text(self, message_id: Any, text: str) -> List[Output]:
+        if not text:
+            return []
+        source_id = message_id if isinstance(message_id, str) and message_id else (
+            self.spans.current_text or "assistant-" + self.ctx.run_id)
+        if self.ctx.resume and source_id not in self._replay_checked:
+            self._replay_checked.add(source_id)
+            text = new_suffix(text, self._known_digests)
+        return list(self.spans.text(source_id, text))
+
+    def _tool(self, tool: Dict[str, Any]) -> List[Output]:
+        tool_id = tool.get("toolUseId")
+        if not isinstance(tool_id, str) or not tool_id:
+            return []
+        name = tool.get("name") if isinstance(tool.get("name"), str) else "tool"
+        status = tool.get("status")
+        if status == "started":
+            return list(self.spans.tool_start(tool_id, name))
+        if status == "input_complete":
+            if isinstance(tool.get("toolInput"), (dict, list)):
+                args = json.dumps(dialect.coerce_numbers(tool["toolInput"]), sort_keys=True,
+                                  separators=(",", ":"), ensure_ascii=False)
+            elif tool.get("inputSummary") is not None:
+                args = json.dumps({"summary": dialect.coerce_numbers(tool["inputSummary"])}, sort_keys=True,
+                                  separators=(",", ":"), ensure_ascii=False)
+            else:
+                args = ""
+            return list(self.spans.tool_args_complete(tool_id, name, args))
+        if status in ("completed", "failed"):
+            result = tool.get("result")
+            content = result if isinstance(result, str) else json.dumps(
+                dialect.coerce_numbers(result), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            return list(self.spans.tool_result(tool_id, content))
+        if status == "progress":
+            value = {"schemaVersion": 1}
+            value.update(dialect.coerce_numbers(tool))
+            return [ev.custom(ev.TOOL_PROGRESS_EVENT, value)]
+        return []
+
+    # ---- boundaries ---------------------------------------------------------------------------
+    def _new_inputs(self, iac: Dict[str, Any]) -> List[Tuple[Dict[str, Any], bool]]:
+        found = []
+        for value, sideband in interrupts.read_required_inputs(iac):
+            input_id = value.get("inputId")
+            if not isinstance(input_id, str) or input_id in self.applied_ids:
+                continue
+            request_task = value.get("requestTaskId")
+            if isinstance(request_task, str) and self.task_id and request_task != self.task_id:
+                raise ProtocolViolation("input for another task")
+            context_id = value.get("contextId")
+            if isinstance(context_id, str) and context_id != self.ctx.context_id:
+                raise ProtocolViolation("input for another context")
+            found.append((value, sideband))
+        return found
+
+    def _boundary(self, state: str, iac: Dict[str, Any], status: Dict[str, Any]) -> List[Output]:
+        if state in dialect.FAILED_STATES:
+            return self.fail("A2A_EXECUTION_FAILED", errors.MSG_A2A_EXECUTION_FAILED)
+        if state == "canceled":
+            return self.fail("CANCELLED", errors.MSG_CANCELLED)
+        if state == "completed":
+            return self.succeed()
+        inputs = self._new_inputs(iac)
+        if self.answering:
+            outstanding = [item for item in inputs if item[0]["inputId"] not in self.answering]
+            if state == "input-required" and not outstanding:
+                self.paused_for_answers = True   # the runtime waits for the next answer of this resume
+                return []
+        fresh = [(value, sideband) for value, sideband in inputs if value["inputId"] not in self.pending]
+        if state == "input-required" or fresh:
+            if self.ctx.generic and state == "input-required" and not inputs:
+                return self.interrupt([(self._generic_input(status), False)])
+            if fresh or (state == "input-required" and inputs):
+                return self.interrupt(inputs)
+            if state == "input-required":
+                return self.succeed()
+        return []
+
+    def _generic_input(self, status: Dict[str, Any]) -> Dict[str, Any]:
+        return interrupts.generic_input(self.task_id or self.ctx.run_id, dialect.message_text(status.get("message")))
+
+    def end_of_stream(self) -> List[Output]:
+        """The upstream stream closed: decide the outcome from the last state seen."""
+        if self.done:
+            return []
+        if self.last_state in dialect.SUCCESS_STATES:
+            return self.succeed()
+        if self.last_state == "canceled":
+            return self.fail("CANCELLED", errors.MSG_CANCELLED)
+        return self.fail("A2A_EXECUTION_FAILED", errors.MSG_A2A_EXECUTION_FAILED)
+
+    def succeed(self) -> List[Output]:
+        out: List[Output] = list(self._maybe_session())
+        out.extend(self.spans.close_all())
+        self.done = True
+        out.append(EndRun("success"))
+        out.append(ev.run_finished_success(self.ctx.thread_id, self.ctx.run_id, self.usage.summary()))
+        return out
+
+    def fail(self, code: str, message: str) -> List[Output]:
+        if self.done:
+            return []
+        from iaccode_agui.i18n import translate
+        out: List[Output] = list(self._maybe_session())
+        out.extend(self.spans.close_all())
+        self.done = True
+        out.append(EndRun("error", code))
+        out.append(ev.run_error(self.ctx.thread_id, self.ctx.run_id, code, translate(message, self.ctx.language),
+                                self.usage.summary()))
+        return out
+
+    def abort(self, code: str, message: str, keep_pending: bool = False) -> List[Output]:
+        """End the run with an error even after an interrupt was prepared but not announced."""
+        from iaccode_agui.i18n import translate
+        if not keep_pending:
+            self.pending.clear()
+        out: List[Output] = list(self.spans.close_all())
+        self.done = True
+        out.append(EndRun("error", code))
+        out.append(ev.run_error(self.ctx.thread_id, self.ctx.run_id, code, translate(message, self.ctx.language),
+                                self.usage.summary()))
+        return out
+
+    def interrupt(self, inputs: List[Tuple[Dict[str, Any], bool]]) -> List[Output]:
+        """Persist every pending input, close the spans, then announce them all."""
+        now = self.clock()
+        for value, sideband in inputs:
+            input_id = value["inputId"]
+            known = self.pending.get(input_id)
+            expires = known.get("expiresAt") if known else interrupts.expires_at(now, self.ctx.interrupt_ttl)
+            self.pending[input_id] = {"value": value, "sideband": bool(sideband or (known or {}).get("sideband")),
+                                      "expiresAt": expires}
+        built = []
+        for entry in self.pending.values():
+            item = interrupts.build_interrupt(entry["value"], entry.get("expiresAt"), self.ctx.language)
+            if item is not None:
+                built.append(item)
+        if not built:
+            return self.succeed()
+        texts = ["".join(parts) for parts in self.spans.text_buffers.values()]
+        digests = tuple(sorted(self._known_digests | digests_of(texts)))
+        out: List[Output] = [CommitInterrupts({key: dict(value) for key, value in self.pending.items()}, digests)]
+        out.extend(self._maybe_session())
+        out.extend(self.spans.close_all())
+        self.done = True
+        out.append(EndRun("interrupt"))
+        out.append(ev.run_finished_interrupt(self.ctx.thread_id, self.ctx.run_id, built, self.usage.summary()))
+        return out

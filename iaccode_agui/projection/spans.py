@@ -1,0 +1,161 @@
+"""Span bookkeeping for one AG-UI run: text, reasoning, tool calls and steps.
+
+AG-UI requires every span to open before use, never open twice and close before the run ends, while the
+A2A runtime reuses message ids across a turn (``<taskId>-message``) and across runs.  This tracker hands
+out AG-UI ids that are unique within the run and emits the start/end events at the right moments, so
+the mapping code only says "text for message X" or "tool Y finished".
+"""
+from typing import Dict, List, Optional, Set
+
+from iaccode_agui.projection import events as ev
+from iaccode_agui.projection.events import Event
+
+
+class SpanTracker:
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self._used_ids: Set[str] = set()
+        self._text_ids: Dict[str, str] = {}        # source id -> AG-UI id of the open message
+        self._text_order: List[str] = []            # source ids of open messages, oldest first
+        self.current_text: Optional[str] = None     # source id of the message that plain text continues
+        self.text_buffers: Dict[str, List[str]] = {}  # source id -> text emitted in this run (for digests)
+        self._reasoning_id: Optional[str] = None
+        self._reasoning_count = 0
+        self._tools_open: Dict[str, bool] = {}      # toolCallId -> args ended?
+        self._tools_started: Set[str] = set()
+        self._tool_results: Set[str] = set()
+        self._steps_open: List[str] = []
+        self.emitted_text = False
+
+    # ---- ids ----------------------------------------------------------------------------------
+    def _unique(self, wanted: str) -> str:
+        candidate, n = wanted, 1
+        while candidate in self._used_ids:
+            n += 1
+            candidate = "%s~%d" % (wanted, n)
+        self._used_ids.add(candidate)
+        return candidate
+
+    # ---- text ---------------------------------------------------------------------------------
+    def text(self, source_id: str, delta: str, *, exclusive: bool = True) -> List[Event]:
+        """Append ``delta`` to message ``source_id``; ``exclusive`` closes other open messages first."""
+        out: List[Event] = []
+        if not delta:
+            return out
+        out.extend(self.close_reasoning())
+        agui_id = self._text_ids.get(source_id)
+        if agui_id is None:
+            if exclusive:
+                out.extend(self.close_texts())
+            agui_id = self._unique(source_id)
+            self._text_ids[source_id] = agui_id
+            self._text_order.append(source_id)
+            self.text_buffers.setdefault(source_id, [])
+            out.append(ev.text_start(agui_id))
+        self.current_text = source_id
+        self.text_buffers[source_id].append(delta)
+        self.emitted_text = True
+        out.append(ev.text_content(agui_id, delta))
+        return out
+
+    def open_text_id(self) -> Optional[str]:
+        if self.current_text is not None:
+            return self._text_ids.get(self.current_text)
+        return None
+
+    def close_text(self, source_id: str) -> List[Event]:
+        agui_id = self._text_ids.pop(source_id, None)
+        if agui_id is None:
+            return []
+        self._text_order.remove(source_id)
+        if self.current_text == source_id:
+            self.current_text = None
+        return [ev.text_end(agui_id)]
+
+    def close_texts(self) -> List[Event]:
+        out: List[Event] = []
+        for source_id in list(self._text_order):
+            out.extend(self.close_text(source_id))
+        return out
+
+    # ---- reasoning ----------------------------------------------------------------------------
+    def reasoning(self, delta: str, base_id: Optional[str] = None) -> List[Event]:
+        if not delta:
+            return []
+        out: List[Event] = []
+        if self._reasoning_id is None:
+            self._reasoning_count += 1
+            wanted = "reasoning-" + (base_id or self.run_id)
+            self._reasoning_id = self._unique(wanted)
+            out.append(ev.reasoning_start(self._reasoning_id))
+            out.append(ev.reasoning_message_start(self._reasoning_id))
+        out.append(ev.reasoning_content(self._reasoning_id, delta))
+        return out
+
+    def close_reasoning(self) -> List[Event]:
+        if self._reasoning_id is None:
+            return []
+        rid, self._reasoning_id = self._reasoning_id, None
+        return [ev.reasoning_message_end(rid), ev.reasoning_end(rid)]
+
+    # ---- tools --------------------------------------------------------------------------------
+    def tool_start(self, tool_call_id: str, name: str) -> List[Event]:
+        if tool_call_id in self._tools_started:
+            return []
+        out = self.close_reasoning()
+        self._tools_started.add(tool_call_id)
+        self._tools_open[tool_call_id] = False
+        out.append(ev.tool_start(tool_call_id, name or "tool", self.open_text_id()))
+        return out
+
+    def tool_args_complete(self, tool_call_id: str, name: str, args_json: str) -> List[Event]:
+        out = self.tool_start(tool_call_id, name)
+        if self._tools_open.get(tool_call_id) is False:
+            if args_json:
+                out.append(ev.tool_args(tool_call_id, args_json))
+            out.append(ev.tool_end(tool_call_id))
+            self._tools_open[tool_call_id] = True
+        return out
+
+    def tool_result(self, tool_call_id: str, content: str) -> List[Event]:
+        if tool_call_id in self._tool_results:
+            return []
+        out: List[Event] = []
+        if self._tools_open.get(tool_call_id) is False:
+            out.append(ev.tool_end(tool_call_id))
+            self._tools_open[tool_call_id] = True
+        self._tool_results.add(tool_call_id)
+        out.append(ev.tool_result(tool_call_id, content))
+        return out
+
+    def has_tool_result(self, tool_call_id: str) -> bool:
+        return tool_call_id in self._tool_results
+
+    # ---- steps --------------------------------------------------------------------------------
+    def step_open(self, name: str) -> List[Event]:
+        if name in self._steps_open:
+            return []
+        self._steps_open.append(name)
+        return [ev.step_started(name)]
+
+    def step_close(self, name: str) -> List[Event]:
+        if name not in self._steps_open:
+            return []
+        self._steps_open.remove(name)
+        return [ev.step_finished(name)]
+
+    def step_is_open(self, name: str) -> bool:
+        return name in self._steps_open
+
+    # ---- everything -----------------------------------------------------------------------------
+    def close_all(self) -> List[Event]:
+        """Balance every span before a terminal event (interrupts included)."""
+        out = self.close_reasoning()
+        for tool_call_id, ended in list(self._tools_open.items()):
+            if not ended:
+                out.append(ev.tool_end(tool_call_id))
+                self._tools_open[tool_call_id] = True
+        out.extend(self.close_texts())
+        for name in list(reversed(self._steps_open)):
+            out.extend(self.step_close(name))
+        return out

@@ -1,0 +1,105 @@
+"""The hand-off between a run worker and the SSE response that is attached to it.
+
+The worker publishes AG-UI events; each is encoded once (timestamp + per-run ``id:``), kept in a bounded
+replay buffer and put on the queue of the currently attached client.  The queue is bounded so a client
+that stops reading pushes back on the worker (and, through TCP, on the runtime) instead of growing memory.
+A client that re-attaches with ``Last-Event-ID`` gets the buffered frames after that id, then live ones.
+"""
+import collections
+import json
+import queue
+import threading
+import time
+from typing import Any, Deque, Dict, List, Optional, Tuple
+
+from iaccode_agui.a2a.sse import encode_event
+from iaccode_agui.errors import AguiError
+
+END = object()   # sentinel put on a subscriber queue when the run has no more events
+
+
+def encode_agui_event(event: Dict[str, Any], seq: int) -> bytes:
+    if "timestamp" not in event:
+        event["timestamp"] = int(time.time() * 1000)
+    return encode_event(json.dumps(event, separators=(",", ":"), ensure_ascii=False), seq)
+
+
+class Subscription:
+    """One attached client: frames to replay first, then the live queue."""
+
+    def __init__(self, channel: "RunChannel", replay: List[bytes], maxsize: int) -> None:
+        self.channel = channel
+        self.replay = replay
+        self.queue: "queue.Queue[Any]" = queue.Queue(maxsize)
+
+
+class RunChannel:
+    def __init__(self, max_buffer: int = 10000, queue_max: int = 4096) -> None:
+        self._lock = threading.Lock()
+        self._frames: Deque[Tuple[int, bytes]] = collections.deque(maxlen=max(1, max_buffer))
+        self._next_seq = 0
+        self._queue_max = queue_max
+        self._subscriber: Optional[Subscription] = None
+        self.closed = False
+        self.events_published = 0
+        self.last_event_type: Optional[str] = None
+
+    @property
+    def attached(self) -> bool:
+        return self._subscriber is not None
+
+    def publish(self, event: Dict[str, Any]) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            seq = self._next_seq
+            self._next_seq += 1
+            frame = encode_agui_event(event, seq)
+            self._frames.append((seq, frame))
+            self.events_published += 1
+            self.last_event_type = event.get("type")
+            sub = self._subscriber
+        if sub is not None:
+            self._deliver(sub, frame)
+
+    def _deliver(self, sub: Subscription, item: Any) -> None:
+        # Block while the client is slow (backpressure); give up once it is no longer the subscriber.
+        while True:
+            try:
+                sub.queue.put(item, timeout=0.25)
+                return
+            except queue.Full:
+                if self._subscriber is not sub:
+                    return
+
+    def close(self) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            sub = self._subscriber
+        if sub is not None:
+            self._deliver(sub, END)
+
+    def attach(self, after_seq: Optional[int] = None) -> Subscription:
+        """Attach a client; ``after_seq`` replays buffered frames with a greater id."""
+        with self._lock:
+            if self._subscriber is not None:
+                raise AguiError("RUN_ALREADY_ATTACHED")
+            if after_seq is None:
+                replay = [frame for _, frame in self._frames]
+            else:
+                oldest = self._frames[0][0] if self._frames else self._next_seq
+                if after_seq + 1 < oldest or after_seq >= self._next_seq + 1:
+                    raise AguiError("RUN_ALREADY_TERMINAL")
+                replay = [frame for seq, frame in self._frames if seq > after_seq]
+            sub = Subscription(self, replay, self._queue_max)
+            self._subscriber = sub
+            if self.closed:
+                sub.queue.put(END)
+            return sub
+
+    def detach(self, sub: Subscription) -> None:
+        with self._lock:
+            if self._subscriber is sub:
+                self._subscriber = None

@@ -1,0 +1,313 @@
+"""Live runs of this process: admission against the store, worker start-up, re-attach, cancel, drain.
+
+The manager is the shell around the pure admission rules: it holds the per-thread transaction while it
+probes the run lease and saves the claimed state, so two requests (or two processes) can never both
+admit a run on one thread.  It also keeps each run's channel for a while after the run ends so that a
+client can re-attach and read the tail it missed.
+"""
+import collections
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Callable, Deque, Dict, Optional, Tuple
+
+from iaccode_agui import errors
+from iaccode_agui.a2a import dialect
+from iaccode_agui.a2a.client import A2AClient, A2AError, A2ARpcError
+from iaccode_agui.config import Settings
+from iaccode_agui.errors import AguiError
+from iaccode_agui.inputs import RunRequest
+from iaccode_agui.metrics import Metrics
+from iaccode_agui.projection.run import RunContext, RunProjector
+from iaccode_agui.runs import admission as admission_rules
+from iaccode_agui.runs.channel import RunChannel, Subscription
+from iaccode_agui.runs.expiry import ExpiryScheduler
+from iaccode_agui.runs.recorder import StateRecorder
+from iaccode_agui.runs.worker import RunWorker, drive_new_turn
+from iaccode_agui.state.model import ThreadState
+from iaccode_agui.state.store import RunLease, StateUnavailable, StateWriteFailed, ThreadStore
+
+log = logging.getLogger("iaccode_agui.runs")
+
+FINISHED_KEEP = 256          # finished runs whose events stay available for re-attach
+FINISHED_TTL = 300.0         # seconds
+
+
+class LiveRun:
+    def __init__(self, manager: "RunManager", req: RunRequest, state: ThreadState, lease: RunLease,
+                 channel: RunChannel) -> None:
+        self.manager = manager
+        self.thread_id = req.thread_id
+        self.run_id = req.run_id
+        self.digest = req.digest
+        self.execution_id = state.execution.execution_id
+        self.ros_invocation_id = state.execution.ros_invocation_id
+        self.lease = lease
+        self.channel = channel
+        self.worker: Optional[RunWorker] = None
+        self.ended_at: Optional[float] = None
+        self._grace_timer: Optional[threading.Timer] = None
+
+    @property
+    def key(self) -> Tuple[str, str]:
+        return self.thread_id, self.run_id
+
+    def client_closed(self, finished: bool) -> None:
+        """The SSE response closed; cancel the run unless it ended or is safely interrupted."""
+        self.manager.metrics.inc("agui_streams_closed_total")
+        worker = self.worker
+        if finished or worker is None or worker.finished:
+            return
+        grace = self.manager.settings.reconnect_grace
+        if grace > 0:
+            timer = threading.Timer(grace, self._grace_expired)
+            timer.daemon = True
+            self._grace_timer = timer
+            timer.start()
+            return
+        worker.request_cancel()
+
+    def _grace_expired(self) -> None:
+        worker = self.worker
+        if worker is not None and not worker.finished and not self.channel.attached:
+            worker.request_cancel()
+
+
+class RunManager:
+    def __init__(self, settings: Settings, store: ThreadStore, client: A2AClient, metrics: Metrics,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.settings = settings
+        self.store = store
+        self.client = client
+        self.metrics = metrics
+        self.clock = clock
+        self.owner = "%s:%d:%s" % (socket.gethostname(), os.getpid(), uuid.uuid4().hex[:12])
+        self._lock = threading.Lock()
+        self._live: Dict[Tuple[str, str], LiveRun] = {}
+        self._by_execution: Dict[str, LiveRun] = {}
+        self._finished: Deque[LiveRun] = collections.deque()
+        self.draining = False
+        self.generic_upstream = False
+        self._idle = threading.Condition(self._lock)
+        self.expiry = ExpiryScheduler(store, client, clock)
+
+    # ---- queries ------------------------------------------------------------------------------
+    def active_count(self) -> int:
+        with self._lock:
+            return len(self._live)
+
+    def wait_idle(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._idle:
+            while self._live:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._idle.wait(remaining)
+        return True
+
+    def cancel_all(self) -> None:
+        with self._lock:
+            runs = list(self._live.values())
+        for run in runs:
+            if run.worker is not None:
+                run.worker.request_cancel()
+
+    # ---- start / attach -----------------------------------------------------------------------
+    def start(self, req: RunRequest, language: str, last_event_id: Optional[int] = None) -> Tuple[LiveRun, Subscription]:
+        if last_event_id is not None:
+            attached = self._reattach(req, last_event_id)
+            if attached is not None:
+                return attached
+        if self.draining:
+            raise AguiError("RUNTIME_DRAINING", headers={"Retry-After": "5"})
+        limit = self.settings.max_active_runs
+        if limit and self.active_count() >= limit:
+            raise AguiError("RUNTIME_CAPACITY_EXCEEDED", headers={"Retry-After": "1"})
+        run, admitted = self._admit(req)
+        channel = run.channel
+        ctx = self._context(req, admitted.state, language)
+        projector = RunProjector(ctx, clock=self.clock)
+        recorder = StateRecorder(self.store, req.thread_id, ctx.execution_id, req.run_id)
+        driver = self._driver(req, admitted, ctx)
+        worker = RunWorker(client=self.client, projector=projector, channel=channel, recorder=recorder,
+                           driver=driver, on_end=lambda w: self._ended(run))
+        run.worker = worker
+        sub = channel.attach()
+        self.metrics.inc("agui_runs_started_total")
+        worker.start()
+        return run, sub
+
+    def _reattach(self, req: RunRequest, last_event_id: int) -> Optional[Tuple[LiveRun, Subscription]]:
+        with self._lock:
+            run = self._live.get((req.thread_id, req.run_id))
+            if run is None:
+                run = next((item for item in self._finished
+                            if item.key == (req.thread_id, req.run_id)), None)
+        if run is None:
+            try:
+                state = self.store.load(req.thread_id)
+            except StateUnavailable:
+                raise AguiError("STATE_UNAVAILABLE")
+            if state is not None and req.run_id in state.run_digests:
+                if state.run_digests[req.run_id] != req.digest:
+                    raise AguiError("RUN_ID_CONFLICT")
+                raise AguiError("RUN_ALREADY_TERMINAL")
+            return None
+        if run.digest != req.digest:
+            raise AguiError("RUN_ID_CONFLICT")
+        sub = run.channel.attach(last_event_id)
+        self.metrics.inc("agui_reattach_total")
+        return run, sub
+
+    def _admit(self, req: RunRequest) -> Tuple[LiveRun, admission_rules.Admission]:
+        lease: Optional[RunLease] = None
+        try:
+            with self.store.transaction(req.thread_id) as txn:
+                lease = self.store.try_run_lease(req.thread_id)
+                self.expiry.schedule_state(txn.state)
+                admitted = admission_rules.admit(txn.state, req, owner=self.owner, now=self.clock(),
+                                                 lease_free=lease is not None)
+                if admitted.orphan_task_id:
+                    log.warning("thread %s: run owner is gone; cancelling orphaned task %s",
+                                req.thread_id, admitted.orphan_task_id)
+                txn.save(admitted.state)
+        except AguiError:
+            if lease is not None:
+                lease.release()
+            raise
+        except StateUnavailable:
+            if lease is not None:
+                lease.release()
+            raise AguiError("STATE_UNAVAILABLE")
+        except (StateWriteFailed, ValueError) as exc:
+            if lease is not None:
+                lease.release()
+            log.error("admission write failed on thread %s: %s", req.thread_id, exc)
+            raise AguiError("STATE_UNAVAILABLE")
+        assert lease is not None
+        channel = RunChannel(self.settings.replay_buffer_events, self.settings.queue_max_events)
+        run = LiveRun(self, req, admitted.state, lease, channel)
+        with self._lock:
+            self._live[run.key] = run
+            self._by_execution[run.execution_id] = run
+        return run, admitted
+
+    def _context(self, req: RunRequest, state: ThreadState, language: str) -> RunContext:
+        execution = state.execution
+        applied = frozenset(item.interrupt_id for item in state.applied_resume_digests
+                            if item.execution_id == execution.execution_id)
+        pending = {key: {"value": item.value, "sideband": item.sideband, "expiresAt": item.expires_at}
+                   for key, item in execution.pending.items()}
+        return RunContext(
+            thread_id=req.thread_id, run_id=req.run_id, parent_run_id=req.parent_run_id,
+            execution_id=execution.execution_id, context_id=state.context_id,
+            ros_invocation_id=execution.ros_invocation_id, language=language, task_id=execution.task_id,
+            session_id=state.session_id, pending=pending, applied_ids=applied,
+            text_digests=frozenset(execution.text_snapshot_digests), resume=req.is_resume,
+            interrupt_ttl=self.settings.interrupt_ttl, generic=self.generic_upstream)
+
+    def _driver(self, req: RunRequest, admitted: admission_rules.Admission, ctx: RunContext):
+        cleanup_task = admitted.orphan_task_id or admitted.expired_task_id
+
+        def cleanup() -> None:
+            if cleanup_task:
+                try:
+                    self.client.cancel_task(cleanup_task)
+                except A2AError as exc:
+                    log.info("best-effort cancel of task %s failed: %s", cleanup_task, exc)
+
+        if admitted.expired_resume:
+            def drive_expired(worker: RunWorker) -> None:
+                cleanup()
+                worker.apply(worker.projector.abort("EXECUTION_EXPIRED", errors.MSG_EXECUTION_EXPIRED))
+            return drive_expired
+        if req.is_resume:
+            from iaccode_agui.runs.resume import drive_resume
+
+            def drive(worker: RunWorker) -> None:
+                cleanup()
+                drive_resume(worker, req, ctx, admitted.state)
+            return drive
+        metadata = dialect.build_metadata(req.props, req.cwd, ctx.language)
+        assert req.user_message is not None
+        message = dialect.build_message(req.user_message.message_id, req.user_message.parts, ctx.context_id,
+                                        metadata)
+
+        def drive_new(worker: RunWorker) -> None:
+            cleanup()
+            drive_new_turn(worker, message)
+        return drive_new
+
+    def _ended(self, run: LiveRun) -> None:
+        run.lease.release()
+        if run.worker is not None and run.worker.outcome == "interrupt" or run.worker is None or \
+                run.worker.projector.pending:
+            try:
+                self.expiry.schedule_state(self.store.load(run.thread_id))
+            except StateUnavailable:
+                pass
+        run.ended_at = time.monotonic()
+        worker = run.worker
+        if worker is not None:
+            if worker.outcome == "error":
+                self.metrics.inc("agui_runs_errored_total", code=worker.error_code or "UNKNOWN")
+            else:
+                self.metrics.inc("agui_runs_finished_total", outcome=worker.outcome or "unknown")
+        with self._idle:
+            self._live.pop(run.key, None)
+            if self._by_execution.get(run.execution_id) is run:
+                del self._by_execution[run.execution_id]
+            self._finished.append(run)
+            while self._finished and (len(self._finished) > FINISHED_KEEP or
+                                      time.monotonic() - (self._finished[0].ended_at or 0) > FINISHED_TTL):
+                self._finished.popleft()
+            self._idle.notify_all()
+
+    # ---- cancel extension ---------------------------------------------------------------------
+    def cancel(self, execution_id: str, thread_id: str, ros_invocation_id: str) -> Dict[str, str]:
+        try:
+            state = self.store.load(thread_id)
+        except StateUnavailable:
+            raise AguiError("STATE_UNAVAILABLE")
+        if state is None:
+            raise AguiError("EXECUTION_NOT_FOUND")
+        execution = state.execution
+        if execution.execution_id != execution_id:
+            if execution_id in state.terminal_execution_ids:
+                return {"executionId": execution_id, "status": "already_terminal"}
+            raise AguiError("EXECUTION_NOT_FOUND")
+        if execution.ros_invocation_id != ros_invocation_id:
+            raise AguiError("EXECUTION_NOT_FOUND")
+        if execution_id in state.terminal_execution_ids:
+            return {"executionId": execution_id, "status": "already_terminal"}
+        with self._lock:
+            live = self._by_execution.get(execution_id)
+        if execution.task_id:
+            try:
+                self.client.cancel_task(execution.task_id)
+            except A2ARpcError as exc:
+                if exc.code != -32002:   # not cancelable = already terminal upstream; still end it here
+                    raise AguiError("A2A_UNAVAILABLE")
+            except A2AError:
+                raise AguiError("A2A_UNAVAILABLE")
+        elif live is None or live.worker is None:
+            return {"executionId": execution_id, "status": "already_terminal"}
+        elif live.worker is not None:
+            live.worker.request_cancel()
+        try:
+            with self.store.transaction(thread_id) as txn:
+                current = txn.state
+                if current is not None and current.execution.execution_id == execution_id:
+                    draft = current.copy()
+                    draft.execution.pending.clear()
+                    draft.mark_terminal(execution_id)
+                    txn.save(draft)
+        except (StateUnavailable, StateWriteFailed) as exc:
+            log.error("cancel of execution %s could not be persisted: %s", execution_id, exc)
+            raise AguiError("STATE_UNAVAILABLE")
+        self.metrics.inc("agui_cancellations_total")
+        return {"executionId": execution_id, "status": "cancelled"}

@@ -1,0 +1,106 @@
+"""State writes made while a run is in flight, each one short read-modify-write transaction.
+
+Every write re-reads the thread file under its lock and checks that the execution it is about is still
+the current one, so a cancel or a newer turn from another process is never overwritten.
+Recovery-critical writes raise ``StateWriteFailed`` (the worker then fails closed); bookkeeping writes
+at the end of a run are best-effort and only logged.
+"""
+import logging
+from typing import Any, Callable, Dict, Iterable, Optional
+
+from iaccode_agui.state.model import PendingInterrupt, ThreadState
+from iaccode_agui.state.store import StateError, StateWriteFailed, ThreadStore
+
+log = logging.getLogger("iaccode_agui.state")
+
+
+class StateRecorder:
+    def __init__(self, store: ThreadStore, thread_id: str, execution_id: str, run_id: str) -> None:
+        self.store = store
+        self.thread_id = thread_id
+        self.execution_id = execution_id
+        self.run_id = run_id
+
+    def _update(self, change: Callable[[ThreadState], bool], require_current: bool = True) -> None:
+        try:
+            with self.store.transaction(self.thread_id) as txn:
+                state = txn.state
+                if state is None:
+                    raise StateWriteFailed("the thread state disappeared")
+                if require_current and state.execution.execution_id != self.execution_id:
+                    raise StateWriteFailed("the execution is no longer current")
+                draft = state.copy()
+                if change(draft):
+                    txn.save(draft)
+        except StateWriteFailed:
+            raise
+        except StateError as exc:
+            raise StateWriteFailed(str(exc)) from exc
+
+    def bind_task(self, task_id: str) -> None:
+        def change(state: ThreadState) -> bool:
+            if state.execution.task_id == task_id:
+                return False
+            state.execution.task_id = task_id
+            return True
+        self._update(change)
+
+    def bind_session(self, session_id: str) -> None:
+        def change(state: ThreadState) -> bool:
+            if state.session_id == session_id:
+                return False
+            state.session_id = session_id
+            return True
+        self._update(change)
+
+    def commit_interrupts(self, pending: Dict[str, Dict[str, Any]], digests: Iterable[str]) -> None:
+        def change(state: ThreadState) -> bool:
+            state.execution.pending = {
+                key: PendingInterrupt(value=dict(item["value"]), sideband=bool(item.get("sideband")),
+                                      expires_at=item.get("expiresAt"))
+                for key, item in pending.items()}
+            state.execution.text_snapshot_digests = sorted(set(digests))
+            return True
+        self._update(change)
+
+    def commit_answer(self, interrupt_id: str, digest: str) -> None:
+        """An answer was accepted upstream: drop it from pending and remember its digest."""
+        def change(state: ThreadState) -> bool:
+            state.execution.pending.pop(interrupt_id, None)
+            state.record_applied(self.execution_id, interrupt_id, digest)
+            return True
+        self._update(change)
+
+    def update_pipeline(self, sequence: int, open_steps: Iterable[str]) -> None:
+        def change(state: ThreadState) -> bool:
+            steps = sorted(set(open_steps))
+            if state.execution.pipeline_sequence == sequence and state.execution.pipeline_open_steps == steps:
+                return False
+            state.execution.pipeline_sequence = max(0, int(sequence))
+            state.execution.pipeline_open_steps = steps
+            return True
+        self._update(change)
+
+    def release(self, *, terminal: bool, clear_pending: bool = False) -> None:
+        """End of the run (best-effort): free the thread and, unless interrupted, end the execution."""
+        def change(state: ThreadState) -> bool:
+            changed = False
+            if state.active_run is not None and state.active_run.run_id == self.run_id:
+                state.active_run = None
+                changed = True
+            current = state.execution.execution_id == self.execution_id
+            if clear_pending and current and state.execution.pending:
+                state.execution.pending.clear()
+                changed = True
+            if terminal and (not current or not state.execution.pending) and \
+                    self.execution_id not in state.terminal_execution_ids:
+                state.mark_terminal(self.execution_id)
+                changed = True
+            return changed
+        try:
+            self._update(change, require_current=False)
+        except StateWriteFailed as exc:
+            log.warning("could not release run %s on thread %s: %s", self.run_id, self.thread_id, exc)
+
+    def load(self) -> Optional[ThreadState]:
+        return self.store.load(self.thread_id)

@@ -1,0 +1,222 @@
+"""The run worker: one thread per run that drives the A2A calls and feeds the run's channel.
+
+It applies the projection's effects (state writes) before publishing the events that follow them, fails
+closed when a recovery-critical write fails, and owns the upstream stream so that a disconnect (from the
+SSE side) can abort a blocked read and cancel the task.
+"""
+import logging
+import threading
+from typing import Any, Callable, List, Optional
+
+from iaccode_agui import errors
+from iaccode_agui.a2a import dialect
+from iaccode_agui.a2a.client import A2AClient, A2AError, A2ARpcError, A2AStream, A2AUnavailable
+from iaccode_agui.projection.events import SESSION_EVENT
+from iaccode_agui.projection.run import (BindSession, BindTask, CommitInterrupts, EndRun, ProtocolViolation,
+                                         RunProjector, is_event)
+from iaccode_agui.runs.channel import RunChannel
+from iaccode_agui.runs.recorder import StateRecorder
+from iaccode_agui.state.store import StateWriteFailed
+
+log = logging.getLogger("iaccode_agui.runs")
+
+
+class StopRun(Exception):
+    """The run already published its terminal event; unwind the driver."""
+
+
+class RunWorker:
+    def __init__(self, *, client: A2AClient, projector: RunProjector, channel: RunChannel,
+                 recorder: StateRecorder, driver: Callable[["RunWorker"], None],
+                 on_end: Callable[["RunWorker"], None]) -> None:
+        self.client = client
+        self.projector = projector
+        self.channel = channel
+        self.recorder = recorder
+        self._driver = driver
+        self._on_end = on_end
+        self._lock = threading.Lock()
+        self._stream: Optional[A2AStream] = None
+        self.cancel_requested = False
+        self.outcome: Optional[str] = None       # "success" | "interrupt" | "error"
+        self.error_code: Optional[str] = None
+        self.keep_pending_on_disconnect = False   # a resume in flight keeps its interrupts on disconnect
+        self.thread = threading.Thread(target=self._main, name="agui-run-%s" % projector.ctx.run_id, daemon=True)
+
+    # ---- control from other threads ------------------------------------------------------------
+    def start(self) -> None:
+        self.thread.start()
+
+    def request_cancel(self) -> None:
+        """The client is gone: stop reading and cancel the task (once its id is known)."""
+        with self._lock:
+            self.cancel_requested = True
+            stream = self._stream
+        if stream is not None and self.projector.task_id:
+            stream.abort()
+
+    @property
+    def finished(self) -> bool:
+        return self.outcome is not None
+
+    # ---- the thread -------------------------------------------------------------------------
+    def _main(self) -> None:
+        try:
+            self.publish_all(self.projector.start())
+            self._driver(self)
+        except StopRun:
+            pass
+        except Exception:  # a bug or an unexpected failure must still end the run cleanly
+            log.exception("run %s failed unexpectedly", self.projector.ctx.run_id)
+            if not self.projector.done:
+                self._cancel_task_if_unprotected()
+                self.apply(self.projector.fail("A2A_UNAVAILABLE", errors.MSG_A2A_UNAVAILABLE))
+        finally:
+            if self.outcome is None:
+                self.outcome = "error"
+                self.recorder.release(terminal=not self.projector.pending)
+            self.channel.close()
+            self._on_end(self)
+
+    # ---- applying projection outputs ----------------------------------------------------------
+    def publish_all(self, outputs: List[Any]) -> None:
+        self.apply(outputs)
+
+    def apply(self, outputs: List[Any]) -> None:
+        for index, item in enumerate(outputs):
+            if is_event(item):
+                self.channel.publish(item)
+                continue
+            try:
+                self._effect(item)
+            except StateWriteFailed as exc:
+                log.error("recovery-critical state write failed on thread %s: %s", self.recorder.thread_id, exc)
+                self._fail_closed(outputs[index + 1:])
+                raise StopRun()
+
+    def _effect(self, item: Any) -> None:
+        if isinstance(item, BindTask):
+            self.recorder.bind_task(item.task_id)
+        elif isinstance(item, BindSession):
+            self.recorder.bind_session(item.session_id)
+        elif isinstance(item, CommitInterrupts):
+            self.recorder.commit_interrupts(item.pending, item.text_digests)
+        elif isinstance(item, EndRun):
+            self._end(item)
+
+    def _end(self, end: EndRun) -> None:
+        # Free the thread before the terminal event is visible, so a client that reacts to it at once
+        # is not told THREAD_BUSY.
+        self.outcome = end.outcome
+        self.error_code = end.code
+        self.recorder.release(terminal=end.outcome != "interrupt")
+
+    def _fail_closed(self, rest: List[Any]) -> None:
+        """Nothing recoverable may be announced: cancel upstream, clear pending, end with an error."""
+        self._cancel_task(best_effort=True)
+        for item in rest:
+            if is_event(item) and item["type"] not in ("RUN_FINISHED", "RUN_ERROR") and not (
+                    item["type"] == "CUSTOM" and item.get("name") == SESSION_EVENT):
+                self.channel.publish(item)
+        self.projector.pending.clear()
+        outputs = self.projector.abort("STATE_PERSISTENCE_FAILED", errors.MSG_STATE_PERSISTENCE_FAILED)
+        for item in outputs:
+            if is_event(item):
+                self.channel.publish(item)
+            elif isinstance(item, EndRun):
+                self.outcome = "error"
+                self.error_code = item.code
+                self.recorder.release(terminal=True, clear_pending=True)
+
+    # ---- upstream ---------------------------------------------------------------------------
+    def consume(self, open_stream: Callable[[], A2AStream], *, on_first: Optional[Callable[[], None]] = None,
+                finish: bool = True, snapshot_first: bool = False) -> Optional[str]:
+        """Read one upstream stream through the projection.
+
+        Returns None when the run ended (terminal event published), otherwise "eof" (the stream closed
+        before a boundary) so a resume driver can follow the task.  ``on_first`` runs once the first frame
+        proved to belong to this run (acceptance of an answer).  ``snapshot_first`` maps the first frame
+        (a SubscribeToTask snapshot) without its text, which was already shown.
+        """
+        stream = open_stream()
+        with self._lock:
+            self._stream = stream
+            abort_now = self.cancel_requested and bool(self.projector.task_id)
+        if abort_now:
+            stream.abort()
+        first = True
+        try:
+            for result in stream:
+                if first:
+                    first = False
+                    if on_first is not None:
+                        try:
+                            self.apply(self.projector.check_identity(result))
+                        except ProtocolViolation:
+                            self.apply(self.projector.fail("A2A_PROTOCOL_ERROR", errors.MSG_A2A_PROTOCOL_ERROR))
+                            return None
+                        on_first()
+                    self.apply(self.projector.feed(result, with_text=not snapshot_first))
+                else:
+                    self.apply(self.projector.feed(result))
+                if self.projector.done:
+                    return None
+                if self.cancel_requested and self.projector.task_id:
+                    stream.abort()
+                    break
+        except A2AError as exc:
+            if not self.cancel_requested:
+                raise
+            log.debug("upstream read ended after cancel: %s", exc)
+        finally:
+            with self._lock:
+                self._stream = None
+            stream.close()
+        if self.cancel_requested:
+            self.cancel_after_disconnect()
+            return None
+        if finish:
+            self.apply(self.projector.end_of_stream())
+            return None
+        return "eof"
+
+    def cancel_after_disconnect(self) -> None:
+        if self.keep_pending_on_disconnect and self.projector.pending:
+            self.apply(self.projector.abort("CANCELLED", errors.MSG_CANCELLED, keep_pending=True))
+            return
+        self._cancel_task(best_effort=True)
+        self.apply(self.projector.abort("CANCELLED", errors.MSG_CANCELLED))
+
+    def _cancel_task_if_unprotected(self) -> None:
+        if not self.projector.pending:
+            self._cancel_task(best_effort=True)
+
+    def _cancel_task(self, best_effort: bool) -> None:
+        task_id = self.projector.task_id
+        if not task_id:
+            return
+        try:
+            self.client.cancel_task(task_id)
+        except A2AError as exc:
+            if not best_effort:
+                raise
+            log.info("best-effort CancelTask(%s) failed: %s", task_id, exc)
+
+    def fail_upstream(self, exc: Exception) -> None:
+        """Map an upstream failure to RUN_ERROR; an unaccepted run's task is cancelled best-effort."""
+        if isinstance(exc, A2ARpcError) and dialect.rpc_error_is_backup_not_ready(exc.data):
+            self.apply(self.projector.fail("SESSION_BACKUP_NOT_READY", errors.MSG_SESSION_BACKUP_NOT_READY))
+            return
+        message = errors.MSG_A2A_UNAVAILABLE
+        if isinstance(exc, A2AUnavailable) and "timed out" in str(exc).lower():
+            message = errors.MSG_A2A_IDLE_TIMEOUT
+        self._cancel_task_if_unprotected()
+        self.apply(self.projector.fail("A2A_UNAVAILABLE", message))
+
+
+def drive_new_turn(worker: RunWorker, message: dict) -> None:
+    """A new user turn: one SendStreamingMessage whose stream is projected to its end."""
+    try:
+        worker.consume(lambda: worker.client.send_streaming_message(dialect.send_params(message)))
+    except A2AError as exc:
+        worker.fail_upstream(exc)

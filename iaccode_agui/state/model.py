@@ -1,0 +1,382 @@
+"""The per-thread state and its JSON document (schema version 1).
+
+The document is what survives a restart, so reading it is strict: a file that does not match the schema
+exactly is reported as corrupt (``StateCorrupt``) instead of being half-trusted, and only that one thread
+becomes unavailable.  Writing is strict too: the document must never hold a credential, whatever a caller
+put into an interrupt projection, so ``to_document`` scans every key as a last line of defence.
+
+This module is pure: no files, no clocks except in the explicit time helpers.
+"""
+import copy
+import datetime
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+SCHEMA_VERSION = 1
+RUN_KINDS = ("new", "resume")
+
+# Key names that identify credentials.  They are compared after lower-casing and removing "_" and "-",
+# so camelCase, snake_case and kebab-case spellings are all caught.
+SECRET_KEYS = frozenset(
+    [
+        "llmApiKey",
+        "llmHeaders",
+        "accessKeySecret",
+        "securityToken",
+        "iac_code_api_key",
+        "alibaba_cloud_access_key_secret",
+        "alibaba_cloud_security_token",
+        "llm_headers",
+    ]
+)
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
+
+
+class StateCorrupt(ValueError):
+    """A thread document that cannot be trusted; ``reason`` says which rule it broke."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+# --- time helpers (expiresAt is an ISO-8601 UTC string ending in "Z") ------------------------------------
+
+
+def iso_utc(epoch_seconds: float) -> str:
+    """Millisecond-precision UTC timestamp, the shape clients see in ``expiresAt``."""
+    moment = datetime.datetime.fromtimestamp(epoch_seconds, tz=datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (moment.microsecond // 1000)
+
+
+def parse_iso_utc(text: str) -> float:
+    """Epoch seconds of a timestamp written by ``iso_utc`` (or any ``...Z`` with 0-6 fraction digits)."""
+    if not isinstance(text, str) or not _ISO_UTC.match(text):
+        raise ValueError("not an ISO-8601 UTC timestamp: %r" % (text,))
+    body = text[:-1]
+    fmt = "%Y-%m-%dT%H:%M:%S.%f" if "." in body else "%Y-%m-%dT%H:%M:%S"
+    moment = datetime.datetime.strptime(body, fmt).replace(tzinfo=datetime.timezone.utc)
+    return moment.timestamp()
+
+
+# --- the model --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PendingInterrupt:
+    value: Dict[str, Any]
+    sideband: bool = False
+    expires_at: Optional[str] = None
+
+    def is_expired(self, now: float) -> bool:
+        """True once ``now`` (epoch seconds) has reached ``expires_at``; never without an expiry."""
+        return self.expires_at is not None and now >= parse_iso_utc(self.expires_at)
+
+
+@dataclass
+class Execution:
+    execution_id: str
+    ros_invocation_id: str
+    task_id: Optional[str] = None
+    pipeline_sequence: int = 0
+    pipeline_open_steps: List[str] = field(default_factory=list)
+    text_snapshot_digests: List[str] = field(default_factory=list)
+    pending: Dict[str, PendingInterrupt] = field(default_factory=dict)
+    # Interrupts cleared because they expired: a late resume of them is told EXECUTION_EXPIRED.
+    expired_interrupt_ids: List[str] = field(default_factory=list)
+
+
+@dataclass
+class ActiveRun:
+    run_id: str
+    owner: str
+    started_at: float
+    kind: str = "new"
+
+
+@dataclass
+class AppliedDigest:
+    execution_id: str
+    interrupt_id: str
+    digest: str
+
+
+@dataclass
+class ThreadState:
+    thread_id: str
+    context_id: str
+    cwd: str
+    user_id: Optional[str]
+    session_id: Optional[str]
+    execution: Execution
+    run_digests: Dict[str, str] = field(default_factory=dict)
+    applied_resume_digests: List[AppliedDigest] = field(default_factory=list)
+    terminal_execution_ids: List[str] = field(default_factory=list)
+    active_run: Optional[ActiveRun] = None
+
+    # -- small mutations that keep the invariants the document relies on --
+
+    def applied_digest(self, execution_id: str, interrupt_id: str) -> Optional[str]:
+        for entry in self.applied_resume_digests:
+            if entry.execution_id == execution_id and entry.interrupt_id == interrupt_id:
+                return entry.digest
+        return None
+
+    def record_applied(self, execution_id: str, interrupt_id: str, digest: str) -> None:
+        """Remember (or overwrite) the digest of an accepted answer; one record per (execution, interrupt)."""
+        if not _is_hex64(digest):
+            raise ValueError("applied digest must be 64 lowercase hex")
+        for entry in self.applied_resume_digests:
+            if entry.execution_id == execution_id and entry.interrupt_id == interrupt_id:
+                entry.digest = digest
+                return
+        self.applied_resume_digests.append(AppliedDigest(execution_id, interrupt_id, digest))
+        self.applied_resume_digests.sort(key=lambda e: (e.execution_id, e.interrupt_id))
+
+    def mark_terminal(self, execution_id: str) -> None:
+        if execution_id not in self.terminal_execution_ids:
+            self.terminal_execution_ids.append(execution_id)
+            self.terminal_execution_ids.sort()
+
+    def copy(self) -> "ThreadState":
+        """A deep copy, so callers can mutate a draft and roll back by dropping it."""
+        return copy.deepcopy(self)
+
+    # -- document mapping --
+
+    def to_document(self) -> Dict[str, Any]:
+        """The JSON-ready document; raises ValueError if it would contain a credential key."""
+        ex = self.execution
+        doc: Dict[str, Any] = {
+            "schemaVersion": SCHEMA_VERSION,
+            "threadId": self.thread_id,
+            "contextId": self.context_id,
+            "cwd": self.cwd,
+            "userId": self.user_id,
+            "iacCodeSessionId": self.session_id,
+            "execution": {
+                "executionId": ex.execution_id,
+                "rosInvocationId": ex.ros_invocation_id,
+                "taskId": ex.task_id,
+                "pipelineSequence": ex.pipeline_sequence,
+                "pipelineOpenSteps": sorted(set(ex.pipeline_open_steps)),
+                "textSnapshotDigests": sorted(set(ex.text_snapshot_digests)),
+                "pending": {
+                    key: {"value": copy.deepcopy(p.value), "sideband": p.sideband, "expiresAt": p.expires_at}
+                    for key, p in ex.pending.items()
+                },
+                "expiredInterruptIds": sorted(set(ex.expired_interrupt_ids)),
+            },
+            "runDigests": dict(self.run_digests),
+            "appliedResumeDigests": [
+                {"executionId": a.execution_id, "interruptId": a.interrupt_id, "digest": a.digest}
+                for a in sorted(self.applied_resume_digests, key=lambda e: (e.execution_id, e.interrupt_id))
+            ],
+            "terminalExecutionIds": sorted(set(self.terminal_execution_ids)),
+            "activeRun": None
+            if self.active_run is None
+            else {
+                "runId": self.active_run.run_id,
+                "owner": self.active_run.owner,
+                "startedAt": self.active_run.started_at,
+                "kind": self.active_run.kind,
+            },
+        }
+        found = find_secret_keys(doc)
+        if found:
+            raise ValueError("thread state must not contain credentials (keys: %s)" % ", ".join(sorted(found)))
+        return doc
+
+    @classmethod
+    def from_document(cls, doc: Any, expected_thread_id: str) -> "ThreadState":
+        """Parse and strictly validate a document; any deviation raises ``StateCorrupt``."""
+        top = _object(doc, "document", _TOP_KEYS)
+        _require(
+            type(top["schemaVersion"]) is int and top["schemaVersion"] == SCHEMA_VERSION,
+            "unsupported schemaVersion",
+        )
+        thread_id = _string(top["threadId"], "threadId")
+        _require(thread_id == expected_thread_id, "threadId does not match the requested thread")
+        state = cls(
+            thread_id=thread_id,
+            context_id=_string(top["contextId"], "contextId", nonempty=True),
+            cwd=_string(top["cwd"], "cwd"),
+            user_id=_optional(top["userId"], "userId", _string),
+            session_id=_optional(top["iacCodeSessionId"], "iacCodeSessionId", _string),
+            execution=_execution(top["execution"]),
+            run_digests=_run_digests(top["runDigests"]),
+            applied_resume_digests=_applied(top["appliedResumeDigests"]),
+            terminal_execution_ids=sorted(set(_string_list(top["terminalExecutionIds"], "terminalExecutionIds"))),
+            active_run=_optional(top["activeRun"], "activeRun", _active_run),
+        )
+        if find_secret_keys(doc):
+            raise StateCorrupt("document contains credential keys")
+        return state
+
+
+def find_secret_keys(value: Any) -> List[str]:
+    """Every key, at any depth, whose name is a credential name (see ``SECRET_KEYS``)."""
+    found: List[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, sub in item.items():
+                if isinstance(key, str) and _norm_key(key) in _SECRET_NORMALISED:
+                    found.append(key)
+                stack.append(sub)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return found
+
+
+def _norm_key(key: str) -> str:
+    return key.lower().replace("_", "").replace("-", "")
+
+
+_SECRET_NORMALISED = frozenset(_norm_key(k) for k in SECRET_KEYS)
+
+# --- validation helpers -----------------------------------------------------------------------------------
+
+_TOP_KEYS = (
+    "schemaVersion", "threadId", "contextId", "cwd", "userId", "iacCodeSessionId", "execution",
+    "runDigests", "appliedResumeDigests", "terminalExecutionIds", "activeRun",
+)
+_EXECUTION_KEYS = (
+    "executionId", "rosInvocationId", "taskId", "pipelineSequence", "pipelineOpenSteps",
+    "textSnapshotDigests", "pending", "expiredInterruptIds",
+)
+_PENDING_KEYS = ("value", "sideband", "expiresAt")
+_APPLIED_KEYS = ("executionId", "interruptId", "digest")
+_ACTIVE_RUN_KEYS = ("runId", "owner", "startedAt", "kind")
+
+
+def _require(condition: bool, reason: str) -> None:
+    if not condition:
+        raise StateCorrupt(reason)
+
+
+def _is_hex64(value: Any) -> bool:
+    return isinstance(value, str) and bool(_HEX64.match(value))
+
+
+def _object(value: Any, where: str, keys: Tuple[str, ...]) -> Dict[str, Any]:
+    """A dict with exactly ``keys``: missing keys and unknown keys are both corruption."""
+    _require(isinstance(value, dict), "%s must be an object" % where)
+    missing = [k for k in keys if k not in value]
+    _require(not missing, "%s is missing %s" % (where, ", ".join(missing)))
+    extra = sorted(str(k) for k in value if k not in keys)
+    _require(not extra, "%s has unknown keys %s" % (where, ", ".join(extra)))
+    return value
+
+
+def _string(value: Any, where: str, nonempty: bool = False) -> str:
+    _require(isinstance(value, str), "%s must be a string" % where)
+    _require(not nonempty or value != "", "%s must not be empty" % where)
+    return value
+
+
+def _optional(value: Any, where: str, parse: Callable[[Any, str], Any]) -> Any:
+    return None if value is None else parse(value, where)
+
+
+def _string_list(value: Any, where: str) -> List[str]:
+    _require(isinstance(value, list), "%s must be a list" % where)
+    for item in value:
+        _string(item, where + "[]")
+    return list(value)
+
+
+def _digest(value: Any, where: str) -> str:
+    _require(_is_hex64(value), "%s must be 64 lowercase hex" % where)
+    return value
+
+
+def _execution(value: Any) -> Execution:
+    ex = _object(value, "execution", _EXECUTION_KEYS)
+    cursor = ex["pipelineSequence"]
+    _require(type(cursor) is int and cursor >= 0, "execution.pipelineSequence must be a non-negative integer")
+    digests = _string_list(ex["textSnapshotDigests"], "execution.textSnapshotDigests")
+    for item in digests:
+        _digest(item, "execution.textSnapshotDigests[]")
+    return Execution(
+        execution_id=_string(ex["executionId"], "execution.executionId", nonempty=True),
+        ros_invocation_id=_string(ex["rosInvocationId"], "execution.rosInvocationId"),
+        task_id=_optional(ex["taskId"], "execution.taskId", _string),
+        pipeline_sequence=cursor,
+        pipeline_open_steps=sorted(set(_string_list(ex["pipelineOpenSteps"], "execution.pipelineOpenSteps"))),
+        text_snapshot_digests=sorted(set(digests)),
+        pending=_pending_map(ex["pending"]),
+        expired_interrupt_ids=sorted(set(_string_list(ex["expiredInterruptIds"], "execution.expiredInterruptIds"))),
+    )
+
+
+def _pending_map(value: Any) -> Dict[str, PendingInterrupt]:
+    _require(isinstance(value, dict), "execution.pending must be an object")
+    result: Dict[str, PendingInterrupt] = {}
+    for key, raw in value.items():
+        where = "execution.pending[%s]" % key
+        entry = _object(raw, where, _PENDING_KEYS)
+        projection = entry["value"]
+        _require(isinstance(projection, dict), where + ".value must be an object")
+        _require(projection.get("inputId") == key, where + " key must equal value.inputId")
+        _require(type(entry["sideband"]) is bool, where + ".sideband must be a boolean")
+        expires = entry["expiresAt"]
+        if expires is not None:
+            _string(expires, where + ".expiresAt")
+            try:
+                parse_iso_utc(expires)
+            except ValueError:
+                raise StateCorrupt(where + ".expiresAt must be an ISO-8601 UTC timestamp") from None
+        result[key] = PendingInterrupt(value=copy.deepcopy(projection), sideband=entry["sideband"], expires_at=expires)
+    return result
+
+
+def _run_digests(value: Any) -> Dict[str, str]:
+    _require(isinstance(value, dict), "runDigests must be an object")
+    return {run_id: _digest(d, "runDigests[%s]" % run_id) for run_id, d in value.items()}
+
+
+def _applied(value: Any) -> List[AppliedDigest]:
+    _require(isinstance(value, list), "appliedResumeDigests must be a list")
+    result: List[AppliedDigest] = []
+    seen = set()
+    for raw in value:
+        entry = _object(raw, "appliedResumeDigests[]", _APPLIED_KEYS)
+        item = AppliedDigest(
+            execution_id=_string(entry["executionId"], "appliedResumeDigests[].executionId"),
+            interrupt_id=_string(entry["interruptId"], "appliedResumeDigests[].interruptId"),
+            digest=_digest(entry["digest"], "appliedResumeDigests[].digest"),
+        )
+        key = (item.execution_id, item.interrupt_id)
+        _require(key not in seen, "appliedResumeDigests has duplicate entries")
+        seen.add(key)
+        result.append(item)
+    result.sort(key=lambda e: (e.execution_id, e.interrupt_id))
+    return result
+
+
+def _active_run(value: Any, where: str) -> ActiveRun:
+    run = _object(value, where, _ACTIVE_RUN_KEYS)
+    started = run["startedAt"]
+    _require(
+        type(started) in (int, float) and math.isfinite(started) and started >= 0,
+        where + ".startedAt must be a non-negative number",
+    )
+    _require(run["kind"] in RUN_KINDS, where + ".kind must be one of " + "/".join(RUN_KINDS))
+    return ActiveRun(
+        run_id=_string(run["runId"], where + ".runId", nonempty=True),
+        owner=_string(run["owner"], where + ".owner", nonempty=True),
+        started_at=float(started),
+        kind=run["kind"],
+    )
+
+
+__all__ = [
+    "SCHEMA_VERSION", "SECRET_KEYS", "StateCorrupt", "PendingInterrupt", "Execution", "ActiveRun",
+    "AppliedDigest", "ThreadState", "find_secret_keys", "iso_utc", "parse_iso_utc",
+]

@@ -1,0 +1,402 @@
+"""The file store: one small JSON file per thread, replaced atomically, guarded by per-thread locks.
+
+Why files and locks look the way they do:
+
+- Each thread has its own file, so a corrupt or unreadable file makes only that thread unavailable, and a
+  restart loads nothing up front (threads are read lazily, on request).
+- A write never edits the file in place: it writes a private temp file in the same directory, fsyncs it,
+  renames it over the old one and fsyncs the directory.  A crash therefore leaves either the old or the new
+  document, never a torn one.  Any failure along the way is reported as ``StateWriteFailed`` so callers can
+  fail closed (nothing recoverable is announced before it is durable).
+- Read-modify-write cycles hold an in-process lock (threads of this adapter) *and* an exclusive ``flock`` on
+  ``<stem>.lock`` (other adapter processes sharing the directory).  Locks are per thread id, so different
+  threads never wait for each other.
+- A run holds a second lock, ``<stem>.run``, for its whole lifetime.  The kernel drops it when the process
+  dies, even on ``kill -9``, which is how a restarted adapter tells an orphaned ``activeRun`` (lock free)
+  from a live one (lock held).
+
+Platform: Linux/POSIX only (``fcntl.flock``, ``O_NOFOLLOW``, directory fsync).  The state directory must be
+on a local filesystem: on NFS, Linux emulates ``flock`` with byte-range locks, which do not exclude two
+descriptors of one process.  Lock descriptors are close-on-exec, but a plain ``fork()`` (for example the
+``fork`` start method of multiprocessing) shares them with the child until it exits.
+"""
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import secrets
+import stat
+import threading
+import time
+from typing import Any, Dict, Iterator, List, Optional
+
+from iaccode_agui.state.keys import thread_file_stem
+from iaccode_agui.state.model import StateCorrupt, ThreadState
+
+MAX_STATE_BYTES = 8 * 1024 * 1024
+REPLACE_ATTEMPTS = 3
+_DIR_MODE = 0o700
+_FILE_MODE = 0o600
+
+
+class StateError(Exception):
+    """Base of the store's failures."""
+
+
+class StateUnavailable(StateError):
+    """The thread's state cannot be read or locked; the app answers 503 ``STATE_UNAVAILABLE``."""
+
+
+class StateWriteFailed(StateError):
+    """The thread's state could not be made durable; callers fail closed with ``STATE_PERSISTENCE_FAILED``."""
+
+
+class RunLease:
+    """Proof that this process runs the thread's active run; released explicitly or by process death."""
+
+    def __init__(self, thread_id: str, fd: int):
+        self.thread_id = thread_id
+        self._fd: Optional[int] = fd
+        self._mutex = threading.Lock()
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        """Give the lease up; safe to call any number of times, from any thread."""
+        with self._mutex:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __enter__(self) -> "RunLease":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        # A lease nobody references can never be released by its owner; do not leak the lock.
+        with contextlib.suppress(Exception):
+            self.release()
+
+
+class Transaction:
+    """One locked read-modify-write of a thread; ``state`` is what was on disk when it started."""
+
+    def __init__(self, store: "ThreadStore", thread_id: str, stem: str, state: Optional[ThreadState]):
+        self.thread_id = thread_id
+        self.state = state
+        self._store = store
+        self._stem = stem
+        self._open = True
+
+    def save(self, state: ThreadState) -> None:
+        """Durably replace the thread's document; afterwards ``self.state`` is a copy of ``state``.
+
+        Raises ValueError for a state that must never be written (another thread, credentials, a document
+        that would not load back) and ``StateWriteFailed`` when the disk refuses.
+        """
+        self._check_open()
+        if state.thread_id != self.thread_id:
+            raise ValueError("refusing to save the state of another thread")
+        document = state.to_document()
+        try:
+            ThreadState.from_document(document, self.thread_id)
+        except StateCorrupt as exc:
+            raise ValueError("refusing to save an invalid thread state: %s" % exc.reason) from None
+        try:
+            text = json.dumps(document, indent=2, sort_keys=True, allow_nan=False)
+        except TypeError as exc:  # a non-JSON value inside an interrupt projection
+            raise ValueError("refusing to save a thread state that is not JSON: %s" % exc) from None
+        payload = (text + "\n").encode("utf-8")
+        if len(payload) > MAX_STATE_BYTES:
+            raise StateWriteFailed("the thread state exceeds %d bytes" % MAX_STATE_BYTES)
+        self._store._write_atomic(self._stem + ".json", payload)
+        self.state = state.copy()
+
+    def delete(self) -> None:
+        """Remove the thread's document (its lock files stay: other holders may have them open)."""
+        self._check_open()
+        self._store._unlink(self._stem + ".json")
+        self.state = None
+
+    def _check_open(self) -> None:
+        if not self._open:
+            raise RuntimeError("the transaction is closed")
+
+
+class ThreadStore:
+    """Per-thread JSON documents under ``<state_dir>/threads``."""
+
+    def __init__(self, state_dir: str, *, fsync: bool = True):
+        self.state_dir = os.path.abspath(state_dir)
+        self.threads_dir = os.path.join(self.state_dir, "threads")
+        self._fsync = fsync
+        self._mutex = threading.Lock()
+        self._dirs_ready = False
+        self._locks: Dict[str, List[Any]] = {}  # stem -> [lock, users, owner thread ident]
+
+    def path_for(self, thread_id: str) -> str:
+        """Where the thread's document lives (for diagnostics and tests)."""
+        return os.path.join(self.threads_dir, thread_file_stem(thread_id) + ".json")
+
+    # -- reading --
+
+    def load(self, thread_id: str) -> Optional[ThreadState]:
+        """The thread's state without locking (a replace is atomic, so the read is never torn)."""
+        return self._read(thread_id, thread_file_stem(thread_id))
+
+    # -- read-modify-write --
+
+    @contextlib.contextmanager
+    def transaction(self, thread_id: str) -> Iterator[Transaction]:
+        """Hold the thread's locks for a whole read-modify-write; raises StateUnavailable if unreadable."""
+        stem = thread_file_stem(thread_id)
+        with self._thread_lock(stem):
+            self._ensure_dirs()
+            fd = self._open_lock_file(stem + ".lock")
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                except OSError as exc:
+                    raise StateUnavailable("cannot lock the thread state: %s" % exc) from exc
+                txn = Transaction(self, thread_id, stem, self._read(thread_id, stem))
+                try:
+                    yield txn
+                finally:
+                    txn._open = False
+            finally:
+                os.close(fd)  # closing the descriptor drops the flock
+
+    # -- run leases --
+
+    def try_run_lease(self, thread_id: str) -> Optional[RunLease]:
+        """Take the thread's run lease without waiting; None when anyone (any process or handle) holds it."""
+        self._ensure_dirs()
+        fd = self._open_lock_file(thread_file_stem(thread_id) + ".run")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return None
+            raise StateUnavailable("cannot lock the thread run: %s" % exc) from exc
+        return RunLease(thread_id, fd)
+
+    def run_lease_is_held(self, thread_id: str) -> bool:
+        """Whether some live holder has the run lease (probes by taking and releasing it)."""
+        lease = self.try_run_lease(thread_id)
+        if lease is None:
+            return True
+        lease.release()
+        return False
+
+    # -- internals --
+
+    @contextlib.contextmanager
+    def _thread_lock(self, stem: str) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._mutex:
+            entry = self._locks.setdefault(stem, [threading.Lock(), 0, None])
+            if entry[2] == me:
+                raise RuntimeError("nested transaction on the same thread state would deadlock")
+            entry[1] += 1
+        try:
+            with entry[0]:
+                entry[2] = me
+                try:
+                    yield
+                finally:
+                    entry[2] = None
+        finally:
+            with self._mutex:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del self._locks[stem]
+
+    def _ensure_dirs(self) -> None:
+        if self._dirs_ready:
+            return
+        with self._mutex:
+            try:
+                _make_private_dirs(self.state_dir)
+                try:
+                    os.mkdir(self.threads_dir, _DIR_MODE)
+                except FileExistsError:
+                    pass
+                info = os.lstat(self.threads_dir)
+                if not stat.S_ISDIR(info.st_mode):
+                    raise StateUnavailable("the threads directory is not a real directory")
+                os.chmod(self.threads_dir, _DIR_MODE)
+            except OSError as exc:
+                raise StateUnavailable("cannot prepare the state directory: %s" % exc) from exc
+            self._dirs_ready = True
+
+    def _open_lock_file(self, name: str) -> int:
+        path = os.path.join(self.threads_dir, name)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, _FILE_MODE)
+        except OSError as exc:
+            raise StateUnavailable("cannot open the lock file %s: %s" % (name, exc)) from exc
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise StateUnavailable("the lock file %s is not a regular file" % name)
+            if stat.S_IMODE(mode) != _FILE_MODE:
+                with contextlib.suppress(OSError):  # the lock works regardless; tightening is best-effort
+                    os.fchmod(fd, _FILE_MODE)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _read(self, thread_id: str, stem: str) -> Optional[ThreadState]:
+        try:
+            info = os.lstat(self.threads_dir)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StateUnavailable("cannot inspect the threads directory: %s" % exc) from exc
+        if not stat.S_ISDIR(info.st_mode):
+            raise StateUnavailable("the threads directory is not a real directory")
+        path = os.path.join(self.threads_dir, stem + ".json")
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:  # ELOOP for a symlink, EACCES, ...
+            raise StateUnavailable("cannot open the thread state: %s" % exc) from exc
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise StateUnavailable("the thread state is not a regular file")
+            if info.st_size > MAX_STATE_BYTES:
+                raise StateUnavailable("the thread state exceeds %d bytes" % MAX_STATE_BYTES)
+            data = _read_at_most(fd, MAX_STATE_BYTES + 1)
+        except OSError as exc:
+            raise StateUnavailable("cannot read the thread state: %s" % exc) from exc
+        finally:
+            os.close(fd)
+        if len(data) > MAX_STATE_BYTES:
+            raise StateUnavailable("the thread state exceeds %d bytes" % MAX_STATE_BYTES)
+        try:
+            document = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+            return ThreadState.from_document(document, thread_id)
+        except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError and StateCorrupt are ValueErrors
+            raise StateUnavailable("the thread state is corrupt: %s" % exc) from exc
+
+    def _write_atomic(self, name: str, payload: bytes) -> None:
+        self._ensure_dirs_for_write()
+        final = os.path.join(self.threads_dir, name)
+        temp: Optional[str] = os.path.join(self.threads_dir, ".%s.%s.tmp" % (name, secrets.token_hex(8)))
+        fd: Optional[int] = None
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
+            os.fchmod(fd, _FILE_MODE)
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(fd, view):]
+            if self._fsync:
+                os.fsync(fd)
+            os.close(fd)
+            fd = None
+            _replace_with_retries(temp, final)
+            temp = None
+            if self._fsync:
+                _fsync_dir(self.threads_dir)
+        except OSError as exc:
+            raise StateWriteFailed("cannot write the thread state: %s" % exc) from exc
+        finally:
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            if temp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp)
+
+    def _unlink(self, name: str) -> None:
+        try:
+            os.unlink(os.path.join(self.threads_dir, name))
+            if self._fsync:
+                _fsync_dir(self.threads_dir)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StateWriteFailed("cannot delete the thread state: %s" % exc) from exc
+
+    def _ensure_dirs_for_write(self) -> None:
+        try:
+            self._ensure_dirs()
+        except StateUnavailable as exc:
+            raise StateWriteFailed(str(exc)) from exc
+
+
+def _make_private_dirs(path: str) -> None:
+    """Create ``path`` and missing parents as 0700, whatever the umask; existing directories keep their mode."""
+    missing = []
+    current = path
+    while not os.path.isdir(current):
+        missing.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, _DIR_MODE)
+        except FileExistsError:
+            continue
+        os.chmod(directory, _DIR_MODE)
+
+
+def _replace_with_retries(source: str, target: str) -> None:
+    for attempt in range(REPLACE_ATTEMPTS):
+        try:
+            os.replace(source, target)
+            return
+        except OSError:
+            if attempt == REPLACE_ATTEMPTS - 1:
+                raise
+            time.sleep(0.01 * (attempt + 1))
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks = []
+    remaining = limit
+    while remaining > 0:
+        chunk = os.read(fd, min(remaining, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def _unique_keys(pairs: List[Any]) -> Dict[str, Any]:
+    result: Dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError("duplicate key %r" % key)
+        result[key] = value
+    return result
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError("non-finite number %s" % name)
+
+
+__all__ = ["StateError", "StateUnavailable", "StateWriteFailed", "RunLease", "Transaction", "ThreadStore"]

@@ -1,0 +1,552 @@
+"""A2A client against a real HTTP upstream (waitress) that misbehaves in every way the runtime can."""
+import json
+import socket
+import threading
+import time
+import types
+import uuid
+
+import pytest
+
+from iaccode_agui import __version__
+from iaccode_agui.a2a import client as client_mod
+from iaccode_agui.a2a.client import (
+    A2AClient,
+    A2ARpcError,
+    A2AUnavailable,
+    SessionBackupNotReady,
+    SessionLost,
+    _shutdown_socket,
+)
+from tests.upstream_fakes import serve_wsgi
+
+TOKEN = "secret-token"
+TASK = {"id": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_SUBMITTED"}}
+RESULTS = [
+    {"task": TASK},
+    {"statusUpdate": {"taskId": "t-1", "contextId": "c-1", "status": {
+        "state": "TASK_STATE_WORKING", "message": {"role": "ROLE_AGENT", "parts": [{"text": "正在部署资源栈"}]}}}},
+    {"artifactUpdate": {"taskId": "t-1", "artifact": {"artifactId": "a", "parts": [{"text": "x"}]}}},
+    {"statusUpdate": {"taskId": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}},
+]
+NOT_FOUND = {"code": -32001, "message": "Task not found", "data": [{"reason": "TASK_NOT_FOUND"}]}
+
+
+def _frame(result, rpc_id):
+    body = json.dumps({"result": result, "id": rpc_id, "jsonrpc": "2.0"}, ensure_ascii=False)
+    return ("data: %s\r\n\r\n" % body).encode("utf-8")
+
+
+class FakeUpstream:
+    """WSGI app standing in for the runtime; each streaming ``params.scenario`` is one wire behaviour."""
+
+    def __init__(self):
+        self.requests = []
+        self.stop = threading.Event()
+        self.sent_at = []  # monotonic times at which the paced scenario handed each frame to waitress
+
+    def __call__(self, environ, start_response):
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        raw = environ["wsgi.input"].read(length) if length else b""
+        body = json.loads(raw) if raw else None
+        headers = {k[5:].replace("_", "-").lower(): v for k, v in environ.items() if k.startswith("HTTP_")}
+        if environ.get("CONTENT_TYPE"):
+            headers["content-type"] = environ["CONTENT_TYPE"]
+        self.requests.append({"path": environ["PATH_INFO"], "verb": environ["REQUEST_METHOD"],
+                              "query": environ.get("QUERY_STRING", ""), "headers": headers, "body": body,
+                              "port": environ.get("REMOTE_PORT")})
+        if headers.get("authorization") != "Bearer " + TOKEN:
+            return self._json(start_response, "401 Unauthorized", {"error": "Unauthorized"})
+        path = environ["PATH_INFO"]
+        if path == "/" and environ["REQUEST_METHOD"] == "POST":
+            return self._rpc(body, start_response)
+        if path == "/health":
+            return self._json(start_response, "200 OK", {"status": "healthy", "version": "0.16.0"})
+        if path == "/.well-known/agent-card.json":
+            return self._json(start_response, "200 OK", {"name": "fake", "capabilities": {"streaming": True}})
+        if path == "/iac-code/session/ensure-restored":
+            return self._restore(body, start_response)
+        if path == "/iac-code/pipeline/state":
+            query = dict(p.split("=", 1) for p in environ["QUERY_STRING"].split("&"))
+            if query["taskId"] == "none":
+                return self._json(start_response, "404 Not Found", {"error": "A2A pipeline state not found"})
+            if query["taskId"] == "list":
+                return self._json(start_response, "200 OK", [])
+            return self._json(start_response, "200 OK", {"snapshot": {"lastSequence": 9}, "query": query})
+        return self._json(start_response, "404 Not Found", {"error": "nope"})
+
+    @staticmethod
+    def _json(start_response, status, obj, content_type="application/json"):
+        data = json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(data)))])
+        return [data]
+
+    def _restore(self, body, start_response):
+        sid = body["sessionId"]
+        table = {
+            "current": ("200 OK", {"status": "current"}),
+            "restored": ("200 OK", {"status": "restored"}),
+            "odd": ("200 OK", {"status": "maybe"}),
+            "lost": ("404 Not Found", {"error": "session not found"}),
+            "busy": ("409 Conflict", {"error": {"code": "SESSION_BACKUP_NOT_READY", "retryable": True}}),
+            "busy-top": ("409 Conflict", {"code": "SESSION_BACKUP_NOT_READY", "retryable": True}),
+            "busy-final": ("409 Conflict", {"error": {"code": "SESSION_BACKUP_NOT_READY", "retryable": False}}),
+            "boom": ("500 Internal Server Error", {"error": "boom"}),
+        }
+        status, obj = table[sid]
+        return self._json(start_response, status, obj)
+
+    def _rpc(self, body, start_response):
+        method, rpc_id, params = body["method"], body["id"], body.get("params") or {}
+        if method == "GetTask":
+            if params["id"] == "missing":
+                return self._json(start_response, "200 OK", {"error": NOT_FOUND, "id": rpc_id, "jsonrpc": "2.0"})
+            task = dict(TASK, id=params["id"], historyLength=params["historyLength"])
+            return self._json(start_response, "200 OK", {"result": task, "id": rpc_id, "jsonrpc": "2.0"})
+        if method == "CancelTask":
+            task = dict(TASK, id=params["id"], status={"state": "TASK_STATE_CANCELED"})
+            return self._json(start_response, "200 OK", {"result": task, "id": rpc_id, "jsonrpc": "2.0"})
+        if method == "SendMessage":
+            mode = params.get("mode")
+            if mode == "text":
+                start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "4")])
+                return [b"oops"]
+            if mode == "http500":
+                return self._json(start_response, "500 Internal Server Error", {"detail": "x"})
+            if mode == "wrong-id":
+                return self._json(start_response, "200 OK", {"result": {}, "id": "other", "jsonrpc": "2.0"})
+            if mode == "no-result":
+                return self._json(start_response, "200 OK", {"id": rpc_id, "jsonrpc": "2.0"})
+            return self._json(start_response, "200 OK", {"result": {"task": TASK}, "id": rpc_id, "jsonrpc": "2.0"})
+        if method == "SubscribeToTask":
+            start_response("200 OK", [("Content-Type", "text/event-stream; charset=utf-8")])
+            return [_frame({"task": dict(TASK, id=params["id"])}, rpc_id)]
+        if method == "SendStreamingMessage":
+            return self._stream(params.get("scenario", "normal"), rpc_id, start_response)
+        return self._json(start_response, "200 OK", {"error": {"code": -32601, "message": "Method not found"},
+                                                     "id": rpc_id, "jsonrpc": "2.0"})
+
+    def _stream(self, scenario, rpc_id, start_response):
+        if scenario == "json-error":
+            return self._json(start_response, "200 OK", {"error": NOT_FOUND, "id": rpc_id, "jsonrpc": "2.0"})
+        if scenario == "json-result":
+            return self._json(start_response, "200 OK", {"result": {"message": {"messageId": "m"}}, "id": rpc_id,
+                                                         "jsonrpc": "2.0"})
+        if scenario == "html":
+            start_response("200 OK", [("Content-Type", "text/html")])
+            return [b"<html></html>"]
+        start_response("200 OK", [("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-store")])
+        return getattr(self, "_gen_" + scenario.replace("-", "_"))(rpc_id)
+
+    def _gen_normal(self, rpc_id):
+        for i, result in enumerate(RESULTS):
+            yield _frame(result, rpc_id)
+            if i % 2 == 0:
+                yield b": ping - 2026-11-30 11:21:46.039076+00:00\r\n\r\n"
+
+    def _gen_split_bytes(self, rpc_id):
+        # The same frames as separate network writes cut at awkward places: inside "\r\n" and inside
+        # multi-byte UTF-8 characters.
+        wire = b"".join(_frame(r, rpc_id) for r in RESULTS)
+        cut = wire.index("部".encode("utf-8")) + 1
+        for piece in (wire[:5], wire[5:cut], wire[cut:cut + 1], wire[cut + 1:-1], wire[-1:]):
+            yield piece
+            time.sleep(0.01)
+
+    def _gen_slow(self, rpc_id):
+        yield _frame(RESULTS[0], rpc_id)
+        self.stop.wait(30)
+
+    def _gen_paced(self, rpc_id):
+        for i in range(3):
+            if i:
+                time.sleep(0.3)
+            self.sent_at.append(time.monotonic())
+            yield _frame(RESULTS[i], rpc_id)
+
+    def _gen_error_event(self, rpc_id):
+        yield _frame(RESULTS[0], rpc_id)
+        err = json.dumps({"error": {"code": -32603, "message": "agent exploded"}, "id": rpc_id, "jsonrpc": "2.0"})
+        yield ("event: error\r\ndata: %s\r\n\r\n" % err).encode("utf-8")
+
+    def _gen_error_key(self, rpc_id):
+        err = json.dumps({"error": {"code": -32004, "message": "terminal"}, "id": rpc_id, "jsonrpc": "2.0"})
+        yield ("data: %s\r\n\r\n" % err).encode("utf-8")
+
+    def _gen_truncated_json(self, rpc_id):
+        yield _frame(RESULTS[0], rpc_id)
+        yield b'data: {"result": {"ta\r\n\r\n'
+
+    def _gen_missing_result(self, rpc_id):
+        yield ('data: {"id": "%s", "jsonrpc": "2.0"}\r\n\r\n' % rpc_id).encode("utf-8")
+
+    def _gen_half_event(self, rpc_id):
+        yield _frame(RESULTS[0], rpc_id)
+        yield b'data: {"result": {"task": {}}, "id": '  # the body then ends cleanly, mid-event
+
+    def _gen_bad_utf8(self, rpc_id):
+        yield b'data: {"result": "\xff"}\r\n\r\n'
+
+    def _gen_cut(self, rpc_id):
+        yield _frame(RESULTS[0], rpc_id)
+        time.sleep(0.05)
+        raise RuntimeError("simulated crash: waitress drops the connection without the last chunk")
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    app = FakeUpstream()
+    with serve_wsgi(app) as url:
+        app.url = url
+        yield app
+        app.stop.set()
+
+
+@pytest.fixture
+def client(upstream):
+    c = A2AClient(upstream.url, TOKEN, read_timeout=20)
+    yield c
+    c.close()
+
+
+def _last(upstream, path="/"):
+    return [r for r in upstream.requests if r["path"] == path][-1]
+
+
+def _stream(client, scenario):
+    return client.send_streaming_message({"message": {"messageId": "m1"}, "scenario": scenario})
+
+
+def test_normal_stream_yields_every_result_and_sends_the_a2a_headers(client, upstream):
+    with _stream(client, "normal") as stream:
+        assert list(stream) == RESULTS
+        assert stream.frames == len(RESULTS)
+        assert stream.comments == 2
+        assert not stream.aborted
+    req = _last(upstream)
+    h = req["headers"]
+    assert h["a2a-version"] == "1.0"
+    assert h["authorization"] == "Bearer " + TOKEN
+    assert h["user-agent"] == "iaccode-agui/" + __version__
+    assert h["accept"] == "text/event-stream"
+    assert h["accept-encoding"] == "identity"
+    assert h["content-type"] == "application/json"
+    assert req["body"]["jsonrpc"] == "2.0"
+    assert req["body"]["method"] == "SendStreamingMessage"
+    assert req["body"]["params"]["message"] == {"messageId": "m1"}
+    assert uuid.UUID(req["body"]["id"]).version == 4
+
+
+def test_each_call_gets_a_fresh_uuid4_id(client, upstream):
+    client.get_task("t-1")
+    client.get_task("t-1")
+    ids = [r["body"]["id"] for r in upstream.requests[-2:]]
+    assert ids[0] != ids[1]
+    assert all(uuid.UUID(i).version == 4 for i in ids)
+
+
+def test_stream_survives_awkward_network_splits(client):
+    assert list(_stream(client, "split-bytes")) == RESULTS
+
+
+def test_subscribe_to_task(client, upstream):
+    assert list(client.subscribe_to_task("t-9")) == [{"task": dict(TASK, id="t-9")}]
+    assert _last(upstream)["body"]["method"] == "SubscribeToTask"
+    assert _last(upstream)["body"]["params"] == {"id": "t-9"}
+
+
+def test_error_event_mid_stream_raises_rpc_error_after_earlier_frames(client):
+    stream = _stream(client, "error-event")
+    assert next(stream) == RESULTS[0]
+    with pytest.raises(A2ARpcError) as info:
+        next(stream)
+    assert (info.value.code, info.value.message) == (-32603, "agent exploded")
+    with pytest.raises(StopIteration):
+        next(stream)  # an error ends the stream
+
+
+def test_error_key_in_a_plain_frame_raises_rpc_error(client):
+    with pytest.raises(A2ARpcError) as info:
+        list(_stream(client, "error-key"))
+    assert info.value.code == -32004
+
+
+def test_upfront_json_error_raises_from_the_call_itself(client):
+    with pytest.raises(A2ARpcError) as info:
+        _stream(client, "json-error")
+    assert info.value.code == -32001
+    assert info.value.message == "Task not found"
+    assert info.value.data == [{"reason": "TASK_NOT_FOUND"}]
+
+
+def test_upfront_json_result_is_a_one_frame_stream(client):
+    assert list(_stream(client, "json-result")) == [{"message": {"messageId": "m"}}]
+
+
+@pytest.mark.parametrize("scenario, words", [
+    ("truncated-json", "not JSON"),
+    ("missing-result", "no result"),
+    ("half-event", "middle of an event"),
+    ("bad-utf8", "not valid SSE"),
+    ("cut", "broke off"),
+    ("html", "content type"),
+])
+def test_broken_streams_raise_unavailable(client, scenario, words):
+    with pytest.raises(A2AUnavailable, match=words):
+        list(_stream(client, scenario))
+
+
+def test_cut_connection_after_first_frame_delivers_that_frame_first(client):
+    stream = _stream(client, "cut")
+    assert next(stream) == RESULTS[0]
+    with pytest.raises(A2AUnavailable):
+        next(stream)
+
+
+def test_read_timeout_while_streaming_is_unavailable(upstream):
+    impatient = A2AClient(upstream.url, TOKEN, read_timeout=0.5)
+    try:
+        stream = _stream(impatient, "slow")
+        assert next(stream) == RESULTS[0]
+        started = time.monotonic()
+        with pytest.raises(A2AUnavailable, match="read timeout"):
+            next(stream)
+        assert time.monotonic() - started < 3
+    finally:
+        impatient.close()
+
+
+def test_events_are_delivered_as_they_arrive(client, upstream):
+    upstream.sent_at.clear()
+    received = []
+    for _ in _stream(client, "paced"):
+        received.append(time.monotonic())
+    assert len(received) == 3 and len(upstream.sent_at) == 3
+    # The first frame is in hand long before the server even produces the last one (0.6 s later).
+    assert received[0] < upstream.sent_at[2] - 0.4
+    assert received[1] < upstream.sent_at[2] - 0.1
+    for got, sent in zip(received, upstream.sent_at):
+        assert got - sent < 0.25
+
+
+def _blocked_reader(stream):
+    """Iterate ``stream`` in a thread; returns (thread, first-frame event, outcome dict)."""
+    first = threading.Event()
+    outcome = {}
+
+    def run():
+        try:
+            for _ in stream:
+                first.set()
+            outcome["end"] = "stopped"
+        except Exception as exc:  # pragma: no cover - reported through the assertion below
+            outcome["end"] = exc
+        outcome["at"] = time.monotonic()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, first, outcome
+
+
+def test_abort_from_another_thread_unblocks_the_reader(client):
+    stream = _stream(client, "slow")
+    thread, first, outcome = _blocked_reader(stream)
+    assert first.wait(5)
+    thread.join(1.0)
+    assert thread.is_alive(), "without abort the reader stays blocked in its read"
+    aborted_at = time.monotonic()
+    stream.abort()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert outcome["end"] == "stopped"
+    assert outcome["at"] - aborted_at < 5
+    assert stream.aborted
+    stream.abort()  # idempotent
+    # The aborted connection must not poison the pool for later calls.
+    assert client.get_task("t-2")["id"] == "t-2"
+
+
+def test_abort_before_reading_stops_at_once(client):
+    stream = _stream(client, "slow")
+    stream.abort()
+    assert list(stream) == []
+
+
+def test_close_releases_a_stream_that_was_not_read(client):
+    stream = _stream(client, "normal")
+    stream.close()
+    assert list(stream) == []
+
+
+def test_shutdown_socket_on_live_ended_and_unknown_responses(client):
+    stream = _stream(client, "slow")
+    assert next(stream) == RESULTS[0]
+    assert _shutdown_socket(stream._resp) is True
+    with pytest.raises(A2AUnavailable):
+        next(stream)  # shut down without abort(): an ordinary broken stream
+
+    import requests
+    session = requests.Session()
+    resp = session.post(client.base_url, json={"jsonrpc": "2.0", "id": "1", "method": "SubscribeToTask",
+                                               "params": {"id": "t"}},
+                        headers={"Authorization": "Bearer " + TOKEN}, stream=True)
+    assert resp.raw.read1(65536)
+    while resp.raw.read1(65536):
+        pass
+    # The body is over and the connection may be back in the pool: it must be left alone.
+    assert _shutdown_socket(resp) is False
+    resp.close()
+    session.close()
+    assert _shutdown_socket(object()) is False
+    assert _shutdown_socket(None) is False
+
+
+class _Sock:
+    def __init__(self, fail=False):
+        self.calls, self.fail = [], fail
+
+    def shutdown(self, how):
+        if self.fail:
+            raise OSError("already closed")
+        self.calls.append(how)
+
+
+def test_shutdown_socket_fallback_paths():
+    sock = _Sock()
+    fake = types.SimpleNamespace(raw=types.SimpleNamespace(_connection=types.SimpleNamespace(sock=sock)))
+    assert _shutdown_socket(fake) is True and sock.calls == [socket.SHUT_RDWR]
+    sock = _Sock()
+    http_resp = types.SimpleNamespace(fp=types.SimpleNamespace(raw=types.SimpleNamespace(_sock=sock)))
+    assert _shutdown_socket(types.SimpleNamespace(raw=types.SimpleNamespace(_fp=http_resp))) is True
+    assert sock.calls == [socket.SHUT_RDWR]
+    failing = types.SimpleNamespace(raw=types.SimpleNamespace(_connection=types.SimpleNamespace(sock=_Sock(True))))
+    assert _shutdown_socket(failing) is False
+    calls = []
+    public = types.SimpleNamespace(raw=types.SimpleNamespace(shutdown=lambda: calls.append(1)))
+    assert _shutdown_socket(public) is True and calls == [1]
+
+
+def test_reader_without_read1_uses_chunked_reads(client, monkeypatch):
+    class NoRead1:
+        def __init__(self, raw):
+            self._raw = raw
+            self.chunked = raw.chunked
+
+        def supports_chunked_reads(self):
+            return self._raw.supports_chunked_reads()
+
+        def read_chunked(self, *args, **kwargs):
+            return self._raw.read_chunked(*args, **kwargs)
+
+    original = client_mod._reader
+    monkeypatch.setattr(client_mod, "_reader", lambda raw, size: original(NoRead1(raw), size))
+    assert list(_stream(client, "normal")) == RESULTS
+
+
+def test_unary_calls_return_the_bare_result(client, upstream):
+    task = client.get_task("t-5", history_length=7)
+    assert task["id"] == "t-5" and task["historyLength"] == 7
+    assert _last(upstream)["body"]["method"] == "GetTask"
+    assert _last(upstream)["body"]["params"] == {"id": "t-5", "historyLength": 7}
+    assert client.cancel_task("t-6")["status"]["state"] == "TASK_STATE_CANCELED"
+    assert _last(upstream)["body"]["method"] == "CancelTask"
+    assert _last(upstream)["body"]["params"] == {"id": "t-6"}
+    assert client.send_message({"message": {"messageId": "m"}}) == {"task": TASK}
+    assert _last(upstream)["body"]["method"] == "SendMessage"
+    assert _last(upstream)["headers"]["a2a-version"] == "1.0"
+
+
+def test_unary_rpc_error(client):
+    with pytest.raises(A2ARpcError) as info:
+        client.get_task("missing")
+    assert info.value.code == -32001
+    assert "Task not found" in str(info.value)
+
+
+@pytest.mark.parametrize("mode, words", [
+    ("text", "not JSON"), ("http500", "HTTP 500"), ("wrong-id", "does not match"), ("no-result", "no result"),
+])
+def test_unary_unusable_answers(client, mode, words):
+    with pytest.raises(A2AUnavailable, match=words):
+        client.send_message({"mode": mode})
+
+
+def test_unauthorized_is_unavailable_and_says_so(upstream):
+    for token in (None, "wrong"):
+        c = A2AClient(upstream.url, token)
+        try:
+            with pytest.raises(A2AUnavailable, match="unauthorized"):
+                c.get_task("t")
+            with pytest.raises(A2AUnavailable, match="unauthorized"):
+                _stream(c, "normal")
+        finally:
+            c.close()
+    assert "authorization" not in upstream.requests[-4]["headers"]
+
+
+def test_connection_refused_is_quick_unavailable():
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    c = A2AClient("http://127.0.0.1:%d" % port, TOKEN, connect_timeout=2)
+    started = time.monotonic()
+    with pytest.raises(A2AUnavailable, match="cannot reach"):
+        c.get_task("t")
+    with pytest.raises(A2AUnavailable, match="cannot reach"):
+        _stream(c, "normal")
+    assert time.monotonic() - started < 2
+    assert c.base_url == "http://127.0.0.1:%d/" % port
+    c.close()
+
+
+@pytest.mark.parametrize("session_id, expected", [
+    ("current", "current"), ("restored", "restored"),
+    ("lost", SessionLost), ("busy", SessionBackupNotReady), ("busy-top", SessionBackupNotReady),
+    ("busy-final", A2AUnavailable), ("odd", A2AUnavailable), ("boom", A2AUnavailable),
+])
+def test_ensure_session_restored(client, upstream, session_id, expected):
+    if isinstance(expected, str):
+        assert client.ensure_session_restored("/srv/ws", session_id, "t-1") == expected
+    else:
+        with pytest.raises(expected):
+            client.ensure_session_restored("/srv/ws", session_id, None)
+    req = _last(upstream, "/iac-code/session/ensure-restored")
+    assert req["verb"] == "POST"
+    assert req["body"]["cwd"] == "/srv/ws" and req["body"]["sessionId"] == session_id
+    assert req["headers"]["a2a-version"] == "1.0"
+    assert req["headers"]["authorization"] == "Bearer " + TOKEN
+
+
+def test_pipeline_state(client, upstream):
+    assert client.get_pipeline_state("none", 0) is None
+    state = client.get_pipeline_state("t-1", 12)
+    assert state["snapshot"] == {"lastSequence": 9}
+    assert state["query"] == {"taskId": "t-1", "afterSequence": "12"}
+    with pytest.raises(A2AUnavailable):
+        client.get_pipeline_state("list", 0)
+    assert _last(upstream, "/iac-code/pipeline/state")["headers"]["authorization"] == "Bearer " + TOKEN
+
+
+def test_health_and_agent_card(client, upstream):
+    assert client.health()["status"] == "healthy"
+    assert client.agent_card()["name"] == "fake"
+    assert _last(upstream, "/.well-known/agent-card.json")["headers"]["a2a-version"] == "1.0"
+
+
+def test_concurrent_streams_share_one_client(client):
+    results, errors = [], []
+
+    def run():
+        try:
+            results.append(list(_stream(client, "normal")))
+        except Exception as exc:  # pragma: no cover - surfaced by the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert not errors
+    assert results == [RESULTS] * 8
