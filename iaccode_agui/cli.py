@@ -147,14 +147,12 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] 
 
 
 def serve(settings: Settings, host: str, port: int, args: argparse.Namespace, upstream_description: str) -> int:
-    from waitress.server import create_server
     from iaccode_agui.app import AguiApp
+    from iaccode_agui.serving import ServerThread
 
     app = AguiApp(settings)
-    server = create_server(app, host=host, port=port, threads=args.threads,
-                           connection_limit=args.threads + 256, channel_request_lookahead=1,
-                           ident="iaccode-agui", cleanup_interval=5, channel_timeout=max(120, int(
-                               settings.heartbeat_interval * 4)))
+    server = ServerThread(app, host, port, threads=args.threads, connection_limit=args.threads + 256,
+                          cleanup_interval=5, channel_timeout=max(120, int(settings.heartbeat_interval * 4)))
     stop = threading.Event()
     reason: List[str] = []
 
@@ -164,16 +162,13 @@ def serve(settings: Settings, host: str, port: int, args: argparse.Namespace, up
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    loop = threading.Thread(target=server.run, name="waitress-loop", daemon=True)
-    loop.start()
-    bound = "http://%s:%s/" % (server.effective_host, server.effective_port)  # type: ignore[attr-defined]
-    print("iaccode_agui %s listening on %s" % (__version__, bound), flush=True)
+    print("iaccode_agui %s listening on %s" % (__version__, server.url), flush=True)
     print("upstream: %s" % upstream_description, flush=True)
     print("state dir: %s" % settings.state_dir, flush=True)
     if args.idle_shutdown > 0:
         _start_idle_monitor(app, args.idle_shutdown, stop, reason)
     while not stop.wait(0.5):
-        if not loop.is_alive():
+        if not server.alive:
             log.error("the HTTP server loop stopped unexpectedly")
             return 1
     log.info("stopping (%s): draining %d active run(s)", reason[0] if reason else "stop", app.manager.active_count())
@@ -182,11 +177,8 @@ def serve(settings: Settings, host: str, port: int, args: argparse.Namespace, up
         log.warning("drain timeout: cancelling %d run(s)", app.manager.active_count())
         app.manager.cancel_all()
         app.manager.wait_idle(10.0)
-    server.close()
-    try:
-        server.task_dispatcher.shutdown(timeout=5)  # type: ignore[attr-defined]
-    except Exception:  # pragma: no cover - waitress internals differ between versions
-        pass
+    server.stop()
+    app.manager.expiry.stop()
     app.client.close()
     print("iaccode_agui stopped", flush=True)
     return 0

@@ -168,8 +168,10 @@ def resolve_cwd(cwd: str, allowed_roots: Sequence[str]) -> str:
     Containment is decided on the fully resolved path so a symlink inside a root cannot lead outside it,
     and the resolved path (not the client's spelling) is what gets bound and sent upstream.
     """
-    path = ("cwd",)
-    expanded = os.path.expandvars(os.path.expanduser(cwd))
+    path = ("forwardedProps", "iacCode", "cwd")
+    # ``~`` is expanded, environment variables deliberately are not: a client must not be able to make the
+    # server write the value of one of its own variables into a path the agent can read.
+    expanded = os.path.expanduser(cwd)
     if not os.path.isabs(expanded):
         raise _invalid(errors.MSG_CWD_NOT_ABSOLUTE, path)
     try:
@@ -185,8 +187,10 @@ def resolve_cwd(cwd: str, allowed_roots: Sequence[str]) -> str:
         if not exists:
             os.makedirs(real, exist_ok=True)
         # A symlink swapped in during creation must not move the workspace out of bounds.
-        if not _inside_roots(os.path.realpath(real), allowed_roots) or not os.path.isdir(real):
+        if not _inside_roots(os.path.realpath(real), allowed_roots):
             raise _invalid(errors.MSG_CWD_NOT_ALLOWED, path)
+        if not os.path.isdir(real):
+            raise _invalid(errors.MSG_CWD_NOT_DIRECTORY, path)
         if not os.access(real, os.R_OK | os.X_OK):
             raise _invalid(errors.MSG_CWD_UNUSABLE, path)
     except (OSError, ValueError):
@@ -198,6 +202,7 @@ def _inside_roots(real: str, roots: Sequence[str]) -> bool:
     for root in roots:
         if not root or not os.path.isabs(root):
             continue
+        root = os.path.normpath(root)
         try:
             if os.path.commonpath([root, real]) == root:
                 return True
@@ -216,11 +221,7 @@ def parse_run_request(body: Any, allowed_cwds: Sequence[str]) -> RunRequest:
     props = forwarded["iacCode"]
     if body["tools"]:
         raise _invalid(errors.MSG_TOOLS_UNSUPPORTED, ("tools",))
-    try:
-        cwd = resolve_cwd(props["cwd"], allowed_cwds)
-    except AguiError as err:
-        err.detail_path = "/forwardedProps/iacCode" + getattr(err, "detail_path", "")  # type: ignore[attr-defined]
-        raise
+    cwd = resolve_cwd(props["cwd"], allowed_cwds)
     resume = body.get("resume")
     if resume is not None:
         _check(_RESUME, resume, errors.MSG_RESUME_INVALID, ("resume",))

@@ -118,8 +118,8 @@ def test_catalog_covers_every_message_exactly(language):
 
 
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}|%(?:\([^)]*\))?[sdrif]")
-_IDENTIFIERS = ("threadId", "Last-Event-ID", "rosInvocationId", "application/json", "RunAgentInput", "iac-code", "A2A", "AG-UI",
-                "HTTP", "JSON", "PNG", "JPEG", "GIF", "WebP")
+_IDENTIFIERS = ("threadId", "Last-Event-ID", "rosInvocationId", "application/json", "RunAgentInput", "iac-code",
+                "A2A", "AG-UI", "HTTP", "JSON", "PNG", "JPEG", "GIF", "WebP")
 
 
 @pytest.mark.parametrize("language", TRANSLATED)

@@ -33,7 +33,8 @@ def b64(raw):
 
 
 def image_part(raw=PNG, mime="image/png", filename=None, value=None):
-    part = {"type": "image", "source": {"type": "data", "value": b64(raw) if value is None else value, "mimeType": mime}}
+    data = b64(raw) if value is None else value
+    part = {"type": "image", "source": {"type": "data", "value": data, "mimeType": mime}}
     if filename is not None:
         part["metadata"] = {"filename": filename}
     return part
@@ -54,7 +55,9 @@ def make_body(root, **overrides):
         "messages": [{"id": "m-1", "role": "user", "content": "hello"}],
         "tools": [],
         "context": [],
-        "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "inv-1", "cwd": os.path.join(root, "ws")}},
+        "forwardedProps": {
+            "iacCode": {"schemaVersion": 1, "rosInvocationId": "inv-1", "cwd": os.path.join(root, "ws")},
+        },
     }
     body.update(overrides)
     return body
@@ -293,6 +296,10 @@ def test_cwd_dotdot_escape_is_refused(root):
     expect_invalid(with_props(root, cwd=os.path.join(root, "..", "x")), [root], errors.MSG_CWD_NOT_ALLOWED)
 
 
+def test_root_spelling_with_trailing_slash(root):
+    assert resolve_cwd(os.path.join(root, "x"), [root + "/", "relative-root", ""]) == os.path.join(root, "x")
+
+
 def test_cwd_without_roots_is_refused(root):
     expect_invalid(make_body(root), [], errors.MSG_CWD_NOT_ALLOWED)
 
@@ -321,7 +328,8 @@ def test_cwd_symlink_escape_is_refused(root, tmp_path):
 def test_cwd_symlink_inside_root_resolves_to_target(root):
     os.mkdir(os.path.join(root, "real"))
     os.symlink(os.path.join(root, "real"), os.path.join(root, "alias"))
-    assert parse_run_request(with_props(root, cwd=os.path.join(root, "alias")), [root]).cwd == os.path.join(root, "real")
+    request = parse_run_request(with_props(root, cwd=os.path.join(root, "alias")), [root])
+    assert request.cwd == os.path.join(root, "real")
 
 
 def test_cwd_existing_file(root):
@@ -361,9 +369,15 @@ def test_cwd_home_expansion(root, monkeypatch):
     assert parse_run_request(with_props(root, cwd="~/proj"), [root]).cwd == os.path.join(root, "proj")
 
 
-def test_cwd_env_var_expansion(root, monkeypatch):
-    monkeypatch.setenv("IACCODE_TEST_WS", root)
-    assert resolve_cwd("$IACCODE_TEST_WS/x", [root]) == os.path.join(root, "x")
+def test_cwd_env_vars_are_not_expanded(root, monkeypatch):
+    """A client must not get the server to write one of its environment values into a path."""
+    monkeypatch.setenv("IACCODE_TEST_SECRET", "s3cret")
+    resolved = resolve_cwd(os.path.join(root, "$IACCODE_TEST_SECRET"), [root])
+    assert resolved == os.path.join(root, "$IACCODE_TEST_SECRET")
+    assert not os.path.exists(os.path.join(root, "s3cret"))
+    with pytest.raises(AguiError) as info:
+        resolve_cwd("$IACCODE_TEST_SECRET/x", [root])
+    assert info.value.message == errors.MSG_CWD_NOT_ABSOLUTE
 
 
 def test_cwd_is_normalised(root):
@@ -458,7 +472,8 @@ def test_user_message_required(root, messages):
 
 def test_text_parts_are_kept_in_order_and_untrimmed(root):
     content = [{"type": "text", "text": " a "}, {"type": "text", "text": ""}, {"type": "text", "text": "b\n"}]
-    assert parse_run_request(with_content(root, content), [root]).user_message.parts == [{"text": " a "}, {"text": "b\n"}]
+    parts = parse_run_request(with_content(root, content), [root]).user_message.parts
+    assert parts == [{"text": " a "}, {"text": "b\n"}]
 
 
 @pytest.mark.parametrize("raw,mime", [(PNG, "image/png"), (JPEG, "image/jpeg"), (GIF, "image/gif"),
@@ -489,12 +504,14 @@ def test_base64_is_normalised(root):
 def test_image_numbering_and_filenames(root):
     content = [image_part(filename="diagram.png"), image_part(JPEG, "image/jpeg", filename="../x.jpg"),
                image_part(GIF, "image/gif")]
-    names = [part["data"]["filename"] for part in parse_run_request(with_content(root, content), [root]).user_message.parts]
+    parts = parse_run_request(with_content(root, content), [root]).user_message.parts
+    names = [part["data"]["filename"] for part in parts]
     assert names == ["diagram.png", "agui-image-2", "agui-image-3"]
 
 
 @pytest.mark.parametrize("name,safe", [
-    ("photo.png", True), ("草图.png", True), ("a" * 255, True), ("é" * 127, True), ("...", True), ("CONSOLE.png", True),
+    ("photo.png", True), ("草图.png", True), ("a" * 255, True), ("é" * 127, True), ("...", True),
+    ("CONSOLE.png", True),
     ("a" * 256, False), ("é" * 128, False), ("", False), (".", False), ("..", False), ("a/b.png", False),
     ("a\\b.png", False), ("a\x00b", False), ("tab\there", False), ("bell\x07", False), ("c1\x85", False),
     ("CON", False), ("con.txt", False), ("Nul.tar.gz", False), ("com1", False), ("LPT9.log", False), ("aux ", False),
@@ -507,7 +524,8 @@ def test_safe_filename(name, safe):
 def test_unsafe_metadata_filename_falls_back(root):
     part = image_part()
     part["metadata"] = "diagram.png"
-    assert parse_run_request(with_content(root, [part]), [root]).user_message.parts[0]["data"]["filename"] == "agui-image-1"
+    parts = parse_run_request(with_content(root, [part]), [root]).user_message.parts
+    assert parts[0]["data"]["filename"] == "agui-image-1"
 
 
 def test_legacy_binary_image_is_accepted(root):
@@ -527,8 +545,10 @@ def _source(**source):
     ({"type": "image", "url": "https://example.com/a.png"}, errors.MSG_REMOTE_MEDIA),
     ({"type": "binary", "mimeType": "image/png", "url": "https://example.com/a.png"}, errors.MSG_REMOTE_MEDIA),
     (_source(type="file", value="file-123", provider="openai"), errors.MSG_UNSUPPORTED_CONTENT),
-    ({"type": "audio", "source": {"type": "data", "value": "AAAA", "mimeType": "audio/wav"}}, errors.MSG_UNSUPPORTED_CONTENT),
-    ({"type": "video", "source": {"type": "data", "value": "AAAA", "mimeType": "video/mp4"}}, errors.MSG_UNSUPPORTED_CONTENT),
+    ({"type": "audio", "source": {"type": "data", "value": "AAAA", "mimeType": "audio/wav"}},
+     errors.MSG_UNSUPPORTED_CONTENT),
+    ({"type": "video", "source": {"type": "data", "value": "AAAA", "mimeType": "video/mp4"}},
+     errors.MSG_UNSUPPORTED_CONTENT),
     ({"type": "document", "source": {"type": "data", "value": "AAAA", "mimeType": "application/pdf"}},
      errors.MSG_UNSUPPORTED_CONTENT),
     ({"type": "binary", "mimeType": "application/pdf", "data": "AAAA"}, errors.MSG_UNSUPPORTED_CONTENT),
@@ -617,7 +637,8 @@ def test_digest_tolerates_lone_surrogates():
 
 @pytest.mark.parametrize("body,header,expected", [
     ({"forwardedProps": {"iacCode": {"preferredLanguage": "zh-CN"}}}, "fr", "zh"),
-    ({"forwardedProps": {"iacCode": {"preferredLanguage": "pt_BR", "schemaVersion": "bad"}}, "threadId": ""}, None, "pt"),
+    ({"forwardedProps": {"iacCode": {"preferredLanguage": "pt_BR", "schemaVersion": "bad"}}, "threadId": ""},
+     None, "pt"),
     ({"forwardedProps": {"iacCode": {"preferredLanguage": "xx"}}}, "de;q=0.5, ja", "ja"),
     ({"forwardedProps": {"iacCode": {"preferredLanguage": 5}}}, "es", "es"),
     ({"forwardedProps": {"iacCode": "fr"}}, None, "en"),

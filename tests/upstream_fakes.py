@@ -1,7 +1,12 @@
-"""Run a WSGI app on a real waitress server for tests that need actual sockets (chunking, cuts, timeouts)."""
+"""A real HTTP upstream for client tests: a waitress runner and a fake A2A runtime that misbehaves on demand.
+
+Only real sockets show what matters for the client: chunk boundaries, cut connections, timeouts, aborts.
+"""
 import contextlib
+import json
 import logging
 import threading
+import time
 from typing import Any, Iterator
 
 from waitress import wasyncore
@@ -41,3 +46,176 @@ def serve_wsgi(app: Any, threads: int = 16, quiet: bool = True) -> Iterator[str]
         stopping.set()
         thread.join(5)
         logger.setLevel(previous)
+
+
+TOKEN = "secret-token"
+TASK = {"id": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_SUBMITTED"}}
+RESULTS = [
+    {"task": TASK},
+    {"statusUpdate": {"taskId": "t-1", "contextId": "c-1", "status": {
+        "state": "TASK_STATE_WORKING", "message": {"role": "ROLE_AGENT", "parts": [{"text": "正在部署资源栈"}]}}}},
+    {"artifactUpdate": {"taskId": "t-1", "artifact": {"artifactId": "a", "parts": [{"text": "x"}]}}},
+    {"statusUpdate": {"taskId": "t-1", "contextId": "c-1", "status": {"state": "TASK_STATE_INPUT_REQUIRED"}}},
+]
+NOT_FOUND = {"code": -32001, "message": "Task not found", "data": [{"reason": "TASK_NOT_FOUND"}]}
+
+
+def _frame(result, rpc_id):
+    body = json.dumps({"result": result, "id": rpc_id, "jsonrpc": "2.0"}, ensure_ascii=False)
+    return ("data: %s\r\n\r\n" % body).encode("utf-8")
+
+
+class FakeUpstream:
+    """WSGI app standing in for the runtime; each streaming ``params.scenario`` is one wire behaviour."""
+
+    def __init__(self):
+        self.requests = []
+        self.stop = threading.Event()
+        self.sent_at = []  # monotonic times at which the paced scenario handed each frame to waitress
+
+    def __call__(self, environ, start_response):
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        raw = environ["wsgi.input"].read(length) if length else b""
+        body = json.loads(raw) if raw else None
+        headers = {k[5:].replace("_", "-").lower(): v for k, v in environ.items() if k.startswith("HTTP_")}
+        if environ.get("CONTENT_TYPE"):
+            headers["content-type"] = environ["CONTENT_TYPE"]
+        self.requests.append({"path": environ["PATH_INFO"], "verb": environ["REQUEST_METHOD"],
+                              "query": environ.get("QUERY_STRING", ""), "headers": headers, "body": body,
+                              "port": environ.get("REMOTE_PORT")})
+        if headers.get("authorization") != "Bearer " + TOKEN:
+            return self._json(start_response, "401 Unauthorized", {"error": "Unauthorized"})
+        path = environ["PATH_INFO"]
+        if path == "/" and environ["REQUEST_METHOD"] == "POST":
+            return self._rpc(body, start_response)
+        if path == "/health":
+            return self._json(start_response, "200 OK", {"status": "healthy", "version": "0.16.0"})
+        if path == "/.well-known/agent-card.json":
+            return self._json(start_response, "200 OK", {"name": "fake", "capabilities": {"streaming": True}})
+        if path == "/iac-code/session/ensure-restored":
+            return self._restore(body, start_response)
+        if path == "/iac-code/pipeline/state":
+            query = dict(p.split("=", 1) for p in environ["QUERY_STRING"].split("&"))
+            if query["taskId"] == "none":
+                return self._json(start_response, "404 Not Found", {"error": "A2A pipeline state not found"})
+            if query["taskId"] == "list":
+                return self._json(start_response, "200 OK", [])
+            return self._json(start_response, "200 OK", {"snapshot": {"lastSequence": 9}, "query": query})
+        return self._json(start_response, "404 Not Found", {"error": "nope"})
+
+    @staticmethod
+    def _json(start_response, status, obj, content_type="application/json"):
+        data = json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(data)))])
+        return [data]
+
+    def _restore(self, body, start_response):
+        sid = body["sessionId"]
+        table = {
+            "current": ("200 OK", {"status": "current"}),
+            "restored": ("200 OK", {"status": "restored"}),
+            "odd": ("200 OK", {"status": "maybe"}),
+            "lost": ("404 Not Found", {"error": "session not found"}),
+            "busy": ("409 Conflict", {"error": {"code": "SESSION_BACKUP_NOT_READY", "retryable": True}}),
+            "busy-top": ("409 Conflict", {"code": "SESSION_BACKUP_NOT_READY", "retryable": True}),
+            "busy-final": ("409 Conflict", {"error": {"code": "SESSION_BACKUP_NOT_READY", "retryable": False}}),
+            "boom": ("500 Internal Server Error", {"error": "boom"}),
+        }
+        status, obj = table[sid]
+        return self._json(start_response, status, obj)
+
+    def _rpc(self, body, start_response):
+        method, rpc_id, params = body["method"], body["id"], body.get("params") or {}
+        if method == "GetTask":
+            if params["id"] == "missing":
+                return self._json(start_response, "200 OK", {"error": NOT_FOUND, "id": rpc_id, "jsonrpc": "2.0"})
+            task = dict(TASK, id=params["id"], historyLength=params["historyLength"])
+            return self._json(start_response, "200 OK", {"result": task, "id": rpc_id, "jsonrpc": "2.0"})
+        if method == "CancelTask":
+            task = dict(TASK, id=params["id"], status={"state": "TASK_STATE_CANCELED"})
+            return self._json(start_response, "200 OK", {"result": task, "id": rpc_id, "jsonrpc": "2.0"})
+        if method == "SendMessage":
+            mode = params.get("mode")
+            if mode == "text":
+                start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "4")])
+                return [b"oops"]
+            if mode == "http500":
+                return self._json(start_response, "500 Internal Server Error", {"detail": "x"})
+            if mode == "wrong-id":
+                return self._json(start_response, "200 OK", {"result": {}, "id": "other", "jsonrpc": "2.0"})
+            if mode == "no-result":
+                return self._json(start_response, "200 OK", {"id": rpc_id, "jsonrpc": "2.0"})
+            return self._json(start_response, "200 OK", {"result": {"task": TASK}, "id": rpc_id, "jsonrpc": "2.0"})
+        if method == "SubscribeToTask":
+            start_response("200 OK", [("Content-Type", "text/event-stream; charset=utf-8")])
+            return [_frame({"task": dict(TASK, id=params["id"])}, rpc_id)]
+        if method == "SendStreamingMessage":
+            return self._stream(params.get("scenario", "normal"), rpc_id, start_response)
+        return self._json(start_response, "200 OK", {"error": {"code": -32601, "message": "Method not found"},
+                                                     "id": rpc_id, "jsonrpc": "2.0"})
+
+    def _stream(self, scenario, rpc_id, start_response):
+        if scenario == "json-error":
+            return self._json(start_response, "200 OK", {"error": NOT_FOUND, "id": rpc_id, "jsonrpc": "2.0"})
+        if scenario == "json-result":
+            return self._json(start_response, "200 OK", {"result": {"message": {"messageId": "m"}}, "id": rpc_id,
+                                                         "jsonrpc": "2.0"})
+        if scenario == "html":
+            start_response("200 OK", [("Content-Type", "text/html")])
+            return [b"<html></html>"]
+        start_response("200 OK", [("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-store")])
+        return getattr(self, "_gen_" + scenario.replace("-", "_"))(rpc_id)
+
+    def _gen_normal(self, rpc_id):
+        for i, result in enumerate(RESULTS):
+            yield _frame(result, rpc_id)
+            if i % 2 == 0:
+                yield b": ping - 2026-11-30 11:21:46.039076+00:00\r\n\r\n"
+
+    def _gen_split_bytes(self, rpc_id):
+        # The same frames as separate network writes cut at awkward places: inside "\r\n" and inside
+        # multi-byte UTF-8 characters.
+        wire = b"".join(_frame(r, rpc_id) for r in RESULTS)
+        cut = wire.index("部".encode("utf-8")) + 1
+        for piece in (wire[:5], wire[5:cut], wire[cut:cut + 1], wire[cut + 1:-1], wire[-1:]):
+            yield piece
+            time.sleep(0.01)
+
+    def _gen_slow(self, rpc_id):
+        yield _frame(RESULTS[0], rpc_id)
+        self.stop.wait(30)
+
+    def _gen_paced(self, rpc_id):
+        for i in range(3):
+            if i:
+                time.sleep(0.3)
+            self.sent_at.append(time.monotonic())
+            yield _frame(RESULTS[i], rpc_id)
+
+    def _gen_error_event(self, rpc_id):
+        yield _frame(RESULTS[0], rpc_id)
+        err = json.dumps({"error": {"code": -32603, "message": "agent exploded"}, "id": rpc_id, "jsonrpc": "2.0"})
+        yield ("event: error\r\ndata: %s\r\n\r\n" % err).encode("utf-8")
+
+    def _gen_error_key(self, rpc_id):
+        err = json.dumps({"error": {"code": -32004, "message": "terminal"}, "id": rpc_id, "jsonrpc": "2.0"})
+        yield ("data: %s\r\n\r\n" % err).encode("utf-8")
+
+    def _gen_truncated_json(self, rpc_id):
+        yield _frame(RESULTS[0], rpc_id)
+        yield b'data: {"result": {"ta\r\n\r\n'
+
+    def _gen_missing_result(self, rpc_id):
+        yield ('data: {"id": "%s", "jsonrpc": "2.0"}\r\n\r\n' % rpc_id).encode("utf-8")
+
+    def _gen_half_event(self, rpc_id):
+        yield _frame(RESULTS[0], rpc_id)
+        yield b'data: {"result": {"task": {}}, "id": '  # the body then ends cleanly, mid-event
+
+    def _gen_bad_utf8(self, rpc_id):
+        yield b'data: {"result": "\xff"}\r\n\r\n'
+
+    def _gen_cut(self, rpc_id):
+        yield _frame(RESULTS[0], rpc_id)
+        time.sleep(0.05)
+        raise RuntimeError("simulated crash: waitress drops the connection without the last chunk")

@@ -30,8 +30,9 @@ EXTENSIONS = (
      "params": {"stateEndpoint": "/iac-code/pipeline/state",
                 "eventBatchMetadataPath": "metadata.iac_code.pipelineBatch.events"}},
 )
-# run_mode -> scenario chooser.  A pipeline mode registers itself here when it exists.
-RUN_MODES: Dict[str, Callable[[str], Tuple[scenarios.Scenario, Dict[str, Any]]]] = {"normal": scenarios.select}
+# run_mode -> scenario chooser(user text, iac_code metadata).  A pipeline mode registers itself here.
+Chooser = Callable[[str, Dict[str, Any]], Tuple[scenarios.Scenario, Dict[str, Any]]]
+RUN_MODES: Dict[str, Chooser] = {"normal": scenarios.select}
 
 StartResponse = Callable[..., Any]
 
@@ -41,6 +42,8 @@ class ScriptedRuntime:
 
     def __init__(self, token: Optional[str] = None, *, ping_interval: float = 15.0, slow_interval: float = 1.0,
                  allowed_cwds: Sequence[str] = ()) -> None:
+        if ping_interval <= 0 or slow_interval < 0:
+            raise ValueError("ping_interval must be positive and slow_interval non-negative")
         self.token = token
         self.ping_interval = ping_interval
         self.slow_interval = slow_interval
@@ -52,6 +55,13 @@ class ScriptedRuntime:
         self._producers: List[threading.Thread] = []
         self._streams_lock = threading.Lock()
         self._open_streams = 0
+        self._routes: Dict[str, Dict[str, Callable[..., Iterable[bytes]]]] = {
+            "/": {"POST": self._rpc},
+            "/health": {"GET": self._health},
+            "/.well-known/agent-card.json": {"GET": self._agent_card},
+            "/iac-code/session/ensure-restored": {"POST": self._ensure_restored},
+            "/iac-code/pipeline/state": {"GET": self._pipeline_state},
+        }
         self._methods = {
             "SendStreamingMessage": self._send_streaming, "SendMessage": self._send_message,
             "GetTask": self._get_task, "CancelTask": self._cancel_task, "SubscribeToTask": self._subscribe,
@@ -64,14 +74,7 @@ class ScriptedRuntime:
         self.http_log.append((method, path))
         if not self._authorized(environ):
             return _json(start_response, "401 Unauthorized", {"error": "Unauthorized"})
-        routes = {
-            "/": {"POST": self._rpc},
-            "/health": {"GET": self._health},
-            "/.well-known/agent-card.json": {"GET": self._agent_card},
-            "/iac-code/session/ensure-restored": {"POST": self._ensure_restored},
-            "/iac-code/pipeline/state": {"GET": self._pipeline_state},
-        }
-        handlers = routes.get(path)
+        handlers = self._routes.get(path)
         if handlers is None:
             return _text(start_response, "404 Not Found", "Not Found")
         handler = handlers.get(method)
@@ -236,7 +239,7 @@ class ScriptedRuntime:
     def _send_message(self, environ: Dict[str, Any], start_response: StartResponse, rpc_id: Any,
                       params: Dict[str, Any]) -> Iterable[bytes]:
         """Blocking send: the Task once the turn parks or ends (or at once with ``returnImmediately``)."""
-        configuration = params.get("configuration") or {}
+        configuration = _configuration(params)
         history_length = _history_length(configuration.get("historyLength"))
         task, sub, _ = self._accept_message(params)
         try:
@@ -260,9 +263,7 @@ class ScriptedRuntime:
     def _accept_message(self, params: Dict[str, Any]) -> Tuple[TaskRecord, Any, bool]:
         """Validate a message, claim its task and start the producer; errors surface before any SSE."""
         message = validate_message(params)
-        configuration = params.get("configuration")
-        if configuration is not None and not isinstance(configuration, dict):
-            raise wire.RpcError(wire.INVALID_PARAMS, "Validation failed", [("configuration", "Must be an object.")])
+        _configuration(params)
         iac = iac_metadata(message)
         if isinstance(message.get("taskId"), str):
             return self._continue_task(message)
@@ -274,7 +275,7 @@ class ScriptedRuntime:
         if chooser is None:
             raise wire.RpcError(wire.INVALID_PARAMS, "Unsupported run mode.")
         text = user_text(message)
-        scenario, scenario_params = chooser(text)
+        scenario, scenario_params = chooser(text, iac)
         task = self.store.create(message.get("contextId") or str(uuid.uuid4()))
         task.scenario = scenario
         task.scenario_state.update(scenario_params)
@@ -380,6 +381,15 @@ class ScriptedRuntime:
 # --- helpers ---------------------------------------------------------------------------------------------
 def _valid_id(rpc_id: Any) -> bool:
     return rpc_id is None or (isinstance(rpc_id, (str, int)) and not isinstance(rpc_id, bool))
+
+
+def _configuration(params: Dict[str, Any]) -> Dict[str, Any]:
+    configuration = params.get("configuration")
+    if configuration is None:
+        return {}
+    if not isinstance(configuration, dict):
+        raise wire.RpcError(wire.INVALID_PARAMS, "Validation failed", [("configuration", "Must be an object.")])
+    return configuration
 
 
 def _history_length(value: Any) -> Optional[int]:

@@ -25,8 +25,11 @@ Matching is case-insensitive on whole words, first match wins, in this order:
 (anything else)     the default turn: thinking, three text deltas echoing the user, end of turn.
 ==================  =====================================================================================
 
-After ``truncate``, ``die`` and ``rpcerror`` the task reads TASK_STATE_FAILED, so a client that resyncs
-with GetTask sees a definite end.  A follow-up text on a task that is not waiting for an answer always gets
+``truncate`` and ``die`` end the body without the chunked terminator and close the socket (the stream
+raises waitress' ClientDisconnected, which waitress answers by closing quietly): a ``requests`` client gets
+the bytes sent so far, then ``ChunkedEncodingError`` (urllib3 ``ProtocolError``).  After ``truncate``,
+``die`` and ``rpcerror`` the task reads TASK_STATE_FAILED, so a client that resyncs with GetTask sees a
+definite end.  A follow-up text on a task that is not waiting for an answer always gets
 the default reply.  Every normal turn ends in TASK_STATE_INPUT_REQUIRED with an empty ``iac_code``, exactly
 as iac-code ends a turn.
 
@@ -360,8 +363,8 @@ PLAYBOOK: Tuple[Scenario, ...] = (
 SCENARIOS: Dict[str, str] = dict([(s.name, s.description) for s in PLAYBOOK] + [("default", DEFAULT.description)])
 
 
-def select(text: str) -> Tuple[Scenario, Dict[str, Any]]:
-    """The scenario a new task's user text asks for, with its parsed parameters."""
+def select(text: str, iac: Optional[Dict[str, Any]] = None) -> Tuple[Scenario, Dict[str, Any]]:
+    """The scenario a new task's user text asks for, with its parsed parameters (normal run mode)."""
     for scenario in PLAYBOOK:
         params = scenario.match(text)
         if params is not None:
