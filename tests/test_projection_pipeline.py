@@ -240,8 +240,8 @@ def test_parallel_candidates_stream_side_by_side_and_balance_at_close() -> None:
                cand_env(6.0, "thinking_delta", "cand-0", data={"type": "raw_thinking", "text": "a thinks"}),
                cand_env(7.0, "text_delta", "cand-0", data={"text": "A2"}),
                cand_env(8.0, "text_delta", "cand-1", data={"text": "B2"}),
-               cand_env(9.0, "tool_started", "cand-1",
-                        data={"toolName": "ros", "toolUseId": "tb", "input": {"b": 1.0, "a": 2}}))
+               cand_env(9.0, "tool_started", "cand-0",      # cand-1 spoke last; the parent is still cand-0
+                        data={"toolName": "ros", "toolUseId": "ta", "input": {"b": 1.0, "a": 2}}))
     ids = {"pipeline-message:%s:candidate_step:cand-%d-r1:template_generating" % (RUN_ID, n) for n in (0, 1)}
     assert {e["messageId"] for e in out if e["type"] == "TEXT_MESSAGE_START"} == ids
     assert not [e for e in out if e["type"] == "TEXT_MESSAGE_END"]      # both stay open in parallel
@@ -251,7 +251,7 @@ def test_parallel_candidates_stream_side_by_side_and_balance_at_close() -> None:
     assert reasoning == ["reasoning-pipeline-message:%s:candidate_step:cand-1-r1:template_generating" % RUN_ID,
                          "reasoning-pipeline-message:%s:candidate_step:cand-0-r1:template_generating" % RUN_ID]
     start = next(e for e in out if e["type"] == "TOOL_CALL_START")
-    assert start["parentMessageId"].endswith(":cand-1-r1:template_generating")
+    assert start["parentMessageId"].endswith(":cand-0-r1:template_generating")
     assert m.open_steps == {"candidate:cand-0:template_generating", "candidate:cand-1:template_generating"}
     closing = m.spans.close_all()
     assert sorted(e["messageId"] for e in closing if e["type"] == "TEXT_MESSAGE_END") == sorted(ids)

@@ -177,7 +177,7 @@ class PipelineMapper:
                 elif sequence <= self.sequence:
                     continue
                 out.extend(self._apply(envelope, event_id, sequence))
-        pass
+        self.sequence = max(self.sequence, _sequence(snapshot.get("lastSequence")))
         return out
 
     # ---- dedupe ---------------------------------------------------------------------------------
