@@ -16,6 +16,7 @@ from iaccode_agui.a2a import dialect
 from iaccode_agui.projection import events as ev
 from iaccode_agui.projection import interrupts
 from iaccode_agui.projection.events import Event
+from iaccode_agui.projection.pipeline import PipelineMapper
 from iaccode_agui.projection.spans import SpanTracker
 from iaccode_agui.projection.textreplay import digests_of, new_suffix
 from iaccode_agui.projection.usage import UsageLedger
@@ -38,6 +39,8 @@ class RunContext:
     resume: bool = False
     interrupt_ttl: float = 540.0
     generic: bool = False
+    pipeline_sequence: int = 0
+    pipeline_open_steps: Tuple[str, ...] = ()
 
 
 # ---- effects -----------------------------------------------------------------------------------------
@@ -59,12 +62,19 @@ class CommitInterrupts:
 
 
 @dataclasses.dataclass(frozen=True)
+class PipelineProgress:
+    """The pipeline cursor and durable open steps to persist (written at run boundaries, not per event)."""
+    sequence: int
+    open_steps: Tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class EndRun:
     outcome: str                 # "success" | "interrupt" | "error"
     code: Optional[str] = None
 
 
-Output = Union[Event, BindTask, BindSession, CommitInterrupts, EndRun]
+Output = Union[Event, BindTask, BindSession, CommitInterrupts, PipelineProgress, EndRun]
 
 
 class ProtocolViolation(Exception):
@@ -91,12 +101,44 @@ class RunProjector:
         self.accepted = not ctx.resume      # a resume shows the session event only after acceptance
         self._replay_checked: Set[str] = set()
         self._known_digests = set(ctx.text_digests)
+        self.pipeline = PipelineMapper(self.spans, self.usage, thread_id=ctx.thread_id,
+                                       sequence=ctx.pipeline_sequence, open_steps=ctx.pipeline_open_steps)
+        self._pipeline_sessions_checked = 0
         self.answering: Set[str] = set()       # resume answers not yet sent: their inputs are expected
         self.paused_for_answers = False
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def start(self) -> List[Output]:
-        return [ev.run_started(self.ctx.thread_id, self.ctx.run_id, self.ctx.parent_run_id)]
+        out: List[Output] = [ev.run_started(self.ctx.thread_id, self.ctx.run_id, self.ctx.parent_run_id)]
+        out.extend(self.pipeline.reopen_steps())
+        return out
+
+    def recover_pipeline(self, state: Dict[str, Any]) -> List[Output]:
+        """Catch up from ``/iac-code/pipeline/state`` (the single source of missed pipeline events)."""
+        try:
+            out: List[Output] = list(self.pipeline.recover(state))
+            out.extend(self._pipeline_sessions())
+        except ProtocolViolation:
+            return self.fail("A2A_PROTOCOL_ERROR", errors.MSG_A2A_PROTOCOL_ERROR)
+        return out
+
+    def _pipeline_sessions(self) -> List[Output]:
+        out: List[Output] = []
+        for session_id in self.pipeline.session_ids[self._pipeline_sessions_checked:]:
+            self._pipeline_sessions_checked += 1
+            if self.session_id is None:
+                self.session_id = session_id
+                out.append(BindSession(session_id))
+                out.extend(self._maybe_session())
+            elif session_id != self.session_id:
+                raise ProtocolViolation("pipeline session id changed")
+        return out
+
+    def _progress(self) -> List[Output]:
+        if not self.pipeline.changed:
+            return []
+        sequence, steps = self.pipeline.progress()
+        return [PipelineProgress(sequence, tuple(steps))]
 
     def accept(self) -> List[Output]:
         """The runtime accepted a resume answer: announce the session (the 'resume accepted' signal)."""
@@ -152,6 +194,9 @@ class RunProjector:
             return out
         iac = dialect.iac_code_metadata(obj)
         status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+        if "pipeline" in iac or "pipelineBatch" in iac:
+            out.extend(self.pipeline.feed(iac))
+            out.extend(self._pipeline_sessions())
         thinking = iac.get("thinking")
         if isinstance(thinking, dict) and thinking.get("type") == "raw_thinking" and isinstance(thinking.get("text"), str):
             out.extend(self.spans.reasoning(thinking["text"]))
@@ -321,6 +366,7 @@ class RunProjector:
         out: List[Output] = list(self._maybe_session())
         out.extend(self.spans.close_all())
         self.done = True
+        out.extend(self._progress())
         out.append(EndRun("success"))
         out.append(ev.run_finished_success(self.ctx.thread_id, self.ctx.run_id, self.usage.summary()))
         return out
@@ -332,6 +378,7 @@ class RunProjector:
         out: List[Output] = list(self._maybe_session())
         out.extend(self.spans.close_all())
         self.done = True
+        out.extend(self._progress())
         out.append(EndRun("error", code))
         out.append(ev.run_error(self.ctx.thread_id, self.ctx.run_id, code, translate(message, self.ctx.language),
                                 self.usage.summary()))
@@ -344,6 +391,7 @@ class RunProjector:
             self.pending.clear()
         out: List[Output] = list(self.spans.close_all())
         self.done = True
+        out.extend(self._progress())
         out.append(EndRun("error", code))
         out.append(ev.run_error(self.ctx.thread_id, self.ctx.run_id, code, translate(message, self.ctx.language),
                                 self.usage.summary()))
@@ -367,7 +415,8 @@ class RunProjector:
             return self.succeed()
         texts = ["".join(parts) for parts in self.spans.text_buffers.values()]
         digests = tuple(sorted(self._known_digests | digests_of(texts)))
-        out: List[Output] = [CommitInterrupts({key: dict(value) for key, value in self.pending.items()}, digests)]
+        out: List[Output] = list(self._progress())
+        out.append(CommitInterrupts({key: dict(value) for key, value in self.pending.items()}, digests))
         out.extend(self._maybe_session())
         out.extend(self.spans.close_all())
         self.done = True

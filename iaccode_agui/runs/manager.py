@@ -208,7 +208,8 @@ class RunManager:
             ros_invocation_id=execution.ros_invocation_id, language=language, task_id=execution.task_id,
             session_id=state.session_id, pending=pending, applied_ids=applied,
             text_digests=frozenset(execution.text_snapshot_digests), resume=req.is_resume,
-            interrupt_ttl=self.settings.interrupt_ttl, generic=self.generic_upstream)
+            interrupt_ttl=self.settings.interrupt_ttl, generic=self.generic_upstream,
+            pipeline_sequence=execution.pipeline_sequence, pipeline_open_steps=tuple(execution.pipeline_open_steps))
 
     def _driver(self, req: RunRequest, admitted: admission_rules.Admission, ctx: RunContext):
         cleanup_task = admitted.orphan_task_id or admitted.expired_task_id

@@ -86,6 +86,19 @@ def drive_resume(worker: RunWorker, req: RunRequest, ctx: RunContext, state: Thr
         projector.pending.clear()
         return _fail(worker, "EXECUTION_LOST", errors.MSG_TASK_UNAVAILABLE)
 
+    # 3b. Pipeline catch-up: the state endpoint (from the persisted cursor) is the single source of missed
+    # events; the snapshot's own pipeline suffix is never replayed.
+    if req.run_mode == "pipeline" or execution.pipeline_sequence or execution.pipeline_open_steps:
+        try:
+            recovered = client.get_pipeline_state(task_id, execution.pipeline_sequence)
+        except A2AError as exc:
+            log.warning("pipeline state of task %s unavailable: %s", task_id, exc)
+            recovered = None
+        if recovered is not None:
+            worker.apply(projector.recover_pipeline(recovered))
+            if projector.done:
+                return None
+
     # 4. Reconcile: inputs the snapshot shows that we did not know become pending too (never erased).
     newly = [(value, sideband) for value, sideband in discovered if value["inputId"] not in projector.pending]
     pending_values = {key: dict(item["value"]) for key, item in projector.pending.items()}

@@ -12,8 +12,8 @@ from iaccode_agui import errors
 from iaccode_agui.a2a import dialect
 from iaccode_agui.a2a.client import A2AClient, A2AError, A2ARpcError, A2AStream, A2AUnavailable
 from iaccode_agui.projection.events import SESSION_EVENT
-from iaccode_agui.projection.run import (BindSession, BindTask, CommitInterrupts, EndRun, ProtocolViolation,
-                                         RunProjector, is_event)
+from iaccode_agui.projection.run import (BindSession, BindTask, CommitInterrupts, EndRun, PipelineProgress,
+                                         ProtocolViolation, RunProjector, is_event)
 from iaccode_agui.runs.channel import RunChannel
 from iaccode_agui.runs.recorder import StateRecorder
 from iaccode_agui.state.store import StateWriteFailed
@@ -101,6 +101,8 @@ class RunWorker:
             self.recorder.bind_session(item.session_id)
         elif isinstance(item, CommitInterrupts):
             self.recorder.commit_interrupts(item.pending, item.text_digests)
+        elif isinstance(item, PipelineProgress):
+            self.recorder.update_pipeline(item.sequence, item.open_steps)
         elif isinstance(item, EndRun):
             self._end(item)
 
@@ -123,6 +125,11 @@ class RunWorker:
         for item in outputs:
             if is_event(item):
                 self.channel.publish(item)
+            elif isinstance(item, PipelineProgress):
+                try:
+                    self.recorder.update_pipeline(item.sequence, item.open_steps)
+                except StateWriteFailed as exc:
+                    log.warning("pipeline cursor not saved after a failure: %s", exc)
             elif isinstance(item, EndRun):
                 self.outcome = "error"
                 self.error_code = item.code

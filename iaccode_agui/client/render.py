@@ -1,0 +1,200 @@
+"""Turning AG-UI events into terminal lines.
+
+Assistant text and reasoning arrive as deltas and are written as they come, so the renderer tracks whether
+the cursor sits mid-line: every block line (a tool call, a step, an error) first closes the open line, which
+keeps interleaved streams (text that opens a tool call before it ends) readable.  Colour and the non-ASCII
+glyphs are both optional so output piped to a file or an old console stays plain.
+"""
+import json
+import os
+from typing import Any, Dict, List, Optional, TextIO
+
+from iaccode_agui.projection.events import (ARTIFACT_EVENT, PIPELINE_EVENT, SESSION_EVENT,
+                                            TOOL_PROGRESS_EVENT)
+
+Event = Dict[str, Any]
+
+_STYLES = {"dim": "2", "bold": "1", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
+_UNICODE = {"reasoning": "\u2026 ", "tool": "\u2699 ", "result": "  \u21b3 ", "step": "\u25b8 ", "done": "\u2713 ",
+            "info": "\u00b7 ", "ask": "? "}
+_ASCII = {"reasoning": "... ", "tool": "* ", "result": "  -> ", "step": "> ", "done": "+ ", "info": "- ",
+          "ask": "? "}
+ARGS_LIMIT = 160
+RESULT_LIMIT = 200
+
+
+def color_wanted(out: TextIO, no_color: bool = False) -> bool:
+    """Colour only on an interactive terminal, and never when the user or ``NO_COLOR`` says no."""
+    if no_color or os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(out, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except (OSError, ValueError):
+        return False
+
+
+def _glyphs_for(out: TextIO) -> Dict[str, str]:
+    encoding = getattr(out, "encoding", None)
+    if not encoding:
+        return _UNICODE
+    try:
+        "".join(_UNICODE.values()).encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return _ASCII
+    return _UNICODE
+
+
+def shorten(text: str, limit: int) -> str:
+    text = " ".join(text.split()) if "\n" in text else text
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+
+
+def compact_json(raw: str) -> str:
+    """Tool arguments arrive as a JSON string; re-serialise them tightly when they parse."""
+    try:
+        return json.dumps(json.loads(raw), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    except ValueError:
+        return raw
+
+
+class Renderer:
+    """Writes one run's events to ``out``; one instance can serve many runs on the same thread."""
+
+    def __init__(self, out: TextIO, color: bool = False) -> None:
+        self.out = out
+        self.color = color
+        self.glyphs = _glyphs_for(out)
+        if self.glyphs is _ASCII:
+            self.ellipsis = "..."
+        self._at_line_start = True
+        self._stream: Optional[str] = None  # "text" or "reasoning" while deltas are being written
+        self._tools: Dict[str, List[str]] = {}  # open tool calls: id -> [name, args so far]
+
+    # ---- low level ------------------------------------------------------------------------------
+    def style(self, text: str, *styles: str) -> str:
+        if not self.color or not styles or not text:
+            return text
+        codes = ";".join(_STYLES[name] for name in styles)
+        return "\x1b[%sm%s\x1b[0m" % (codes, text)
+
+    def write(self, text: str, *styles: str) -> None:
+        if not text:
+            return
+        self.out.write(self.style(text, *styles))
+        self._at_line_start = text.endswith("\n")
+        self.out.flush()
+
+    def end_line(self) -> None:
+        """Close a line left open by streamed deltas (no blank lines otherwise)."""
+        if not self._at_line_start:
+            self.write("\n")
+        self._stream = None
+
+    def line(self, text: str, *styles: str) -> None:
+        self.end_line()
+        self.write(text, *styles)
+        self.write("\n")
+
+    def info(self, text: str) -> None:
+        self.line(self.glyphs["info"] + text, "dim")
+
+    def error(self, code: str, message: str, label: str = "error") -> None:
+        self.line("%s %s: %s" % (label, code, message), "red")
+
+    # ---- streamed deltas ------------------------------------------------------------------------
+    def _delta(self, kind: str, delta: str) -> None:
+        prefix = self.glyphs["reasoning"] if kind == "reasoning" else ""
+        styles = ("dim",) if kind == "reasoning" else ()
+        if self._stream != kind:
+            self.end_line()
+            self._stream = kind
+            self.write(prefix, *styles)
+        elif self._at_line_start:
+            self.write(prefix, *styles)
+        if prefix and "\n" in delta:
+            head, _, tail = delta.rpartition("\n")
+            self.write(head.replace("\n", "\n" + prefix) + "\n", *styles)
+            if tail:
+                self.write(prefix + tail, *styles)
+            return
+        self.write(delta, *styles)
+
+    # ---- events ---------------------------------------------------------------------------------
+    def event(self, event: Event) -> None:
+        kind = event.get("type")
+        handler = getattr(self, "_on_" + str(kind).lower(), None)
+        if handler is not None:
+            handler(event)
+
+    def _on_text_message_content(self, event: Event) -> None:
+        self._delta("text", str(event.get("delta", "")))
+
+    def _on_text_message_end(self, event: Event) -> None:
+        if self._stream == "text":
+            self.end_line()
+
+    def _on_reasoning_message_content(self, event: Event) -> None:
+        self._delta("reasoning", str(event.get("delta", "")))
+
+    def _on_reasoning_message_end(self, event: Event) -> None:
+        if self._stream == "reasoning":
+            self.end_line()
+
+    def _on_tool_call_start(self, event: Event) -> None:
+        self._tools[str(event.get("toolCallId"))] = [str(event.get("toolCallName", "tool")), ""]
+
+    def _on_tool_call_args(self, event: Event) -> None:
+        entry = self._tools.get(str(event.get("toolCallId")))
+        if entry is not None:
+            entry[1] += str(event.get("delta", ""))
+
+    def _on_tool_call_end(self, event: Event) -> None:
+        self._show_tool(str(event.get("toolCallId")))
+
+    def _show_tool(self, tool_call_id: str) -> None:
+        entry = self._tools.pop(tool_call_id, None)
+        if entry is not None:
+            name, args = entry
+            self.line("%s%s(%s)" % (self.glyphs["tool"], name, shorten(compact_json(args), ARGS_LIMIT)), "cyan")
+
+    def _on_tool_call_result(self, event: Event) -> None:
+        tool_call_id = str(event.get("toolCallId"))
+        self._show_tool(tool_call_id)  # a result without its END still names the call first
+        content = str(event.get("content", ""))
+        lines = content.splitlines() or [""]
+        extra = " (+%d lines)" % (len(lines) - 1) if len(lines) > 1 else ""
+        self.line(self.glyphs["result"] + shorten(lines[0], RESULT_LIMIT) + extra, "dim")
+
+    def _on_step_started(self, event: Event) -> None:
+        self.line(self.glyphs["step"] + "step " + str(event.get("stepName", "")), "bold")
+
+    def _on_step_finished(self, event: Event) -> None:
+        self.line(self.glyphs["done"] + "step " + str(event.get("stepName", "")), "dim")
+
+    def _on_activity_snapshot(self, event: Event) -> None:
+        self.info("activity " + str(event.get("activityType", "")))
+
+    def _on_custom(self, event: Event) -> None:
+        name = str(event.get("name", ""))
+        value = event.get("value")
+        value = value if isinstance(value, dict) else {}
+        if name == SESSION_EVENT:
+            return
+        if name == ARTIFACT_EVENT:
+            label = value.get("name") or value.get("artifactId") or "?"
+            self.info("artifact %s" % label)
+        elif name == PIPELINE_EVENT:
+            self.info("pipeline %s" % (value.get("eventType") or "?"))
+        elif name == TOOL_PROGRESS_EVENT:
+            self.info("progress %s" % (value.get("name") or value.get("toolUseId") or "?"))
+        else:
+            self.info(name)
+
+    def _on_run_error(self, event: Event) -> None:
+        self.error(str(event.get("code", "ERROR")), str(event.get("message", "")), label="RUN_ERROR")
+
+    def _on_run_finished(self, event: Event) -> None:
+        for tool_call_id in list(self._tools):
+            self._show_tool(tool_call_id)
+        self.end_line()

@@ -1,0 +1,142 @@
+"""HTTP and SSE for the terminal client, with no knowledge of how anything is shown.
+
+Kept apart from rendering so the loop can be driven by another transport in tests and so the wire rules
+(headers, the JSON error envelope, SSE framing) live in one place.  Errors before the SSE body starts come
+back as ``HttpError`` carrying the adapter's ``{"error": {"code", "message"}}``; a body that ends before a
+terminal event raises ``StreamBroken`` so the caller can tell a cut connection from a finished run.
+"""
+import json
+from typing import Any, Dict, Iterator, Optional, Tuple
+from urllib.parse import quote
+
+import requests
+
+from iaccode_agui.a2a.sse import SSEDecodeError, SSEDecoder
+
+CANCEL_PATH = "extensions/iac-code/v1/executions/%s/cancel"
+TERMINAL_EVENTS = ("RUN_FINISHED", "RUN_ERROR")
+DEFAULT_TIMEOUT: Tuple[float, float] = (10.0, 120.0)
+
+Event = Dict[str, Any]
+
+
+class HttpError(Exception):
+    """A request the adapter (or the network) refused before any event was streamed."""
+
+    def __init__(self, code: str, message: str, status: Optional[int] = None) -> None:
+        super().__init__("%s: %s" % (code, message))
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+class StreamBroken(Exception):
+    """The event stream stopped before RUN_FINISHED or RUN_ERROR arrived."""
+
+
+def _error_from(response: requests.Response) -> HttpError:
+    try:
+        body = response.json()
+        error = body["error"]
+        return HttpError(str(error["code"]), str(error.get("message", "")), response.status_code)
+    except (ValueError, KeyError, TypeError):
+        text = (response.text or response.reason or "").strip()
+        return HttpError("HTTP_%d" % response.status_code, text[:500], response.status_code)
+
+
+class RunStream:
+    """The events of one run, decoded lazily as the bytes arrive.
+
+    Iteration stops after the terminal event; ``close()`` drops the connection at any time, which is how a
+    client leaves a run (the adapter treats the disconnect like its own cancel).
+    """
+
+    def __init__(self, response: requests.Response) -> None:
+        self.response = response
+        self.last_event_id: Optional[str] = None
+        self.finished = False
+
+    def __iter__(self) -> Iterator[Event]:
+        decoder = SSEDecoder()
+        try:
+            for chunk in self.response.iter_content(chunk_size=None):
+                for item in decoder.feed(chunk):
+                    self.last_event_id = item.id
+                    try:
+                        event = json.loads(item.data)
+                    except ValueError:
+                        raise StreamBroken("the adapter sent an event that is not JSON") from None
+                    if not isinstance(event, dict):
+                        continue
+                    yield event
+                    if event.get("type") in TERMINAL_EVENTS:
+                        self.finished = True
+                        return
+        except SSEDecodeError as exc:
+            raise StreamBroken(str(exc)) from None
+        except requests.RequestException as exc:
+            raise StreamBroken("the connection broke: %s" % exc) from None
+        finally:
+            self.close()
+        raise StreamBroken("the stream ended before the run finished")
+
+    def close(self) -> None:
+        self.response.close()
+
+
+class AguiTransport:
+    """Talks to one adapter: starts runs (SSE) and calls the cancel extension (JSON)."""
+
+    def __init__(self, base_url: str, token: Optional[str] = None, language: Optional[str] = None,
+                 timeout: Tuple[float, float] = DEFAULT_TIMEOUT,
+                 session: Optional[requests.Session] = None) -> None:
+        self.base_url = base_url if base_url.endswith("/") else base_url + "/"
+        self.token = token
+        self.language = language
+        self.timeout = timeout
+        self.session = session or requests.Session()
+
+    def _headers(self, accept: str) -> Dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": accept}
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
+        if self.language:
+            headers["Accept-Language"] = self.language
+        return headers
+
+    def _post(self, path: str, body: Dict[str, Any], accept: str, stream: bool) -> requests.Response:
+        url = self.base_url + path
+        try:
+            return self.session.post(url, data=json.dumps(body), headers=self._headers(accept), stream=stream,
+                                     timeout=self.timeout)
+        except requests.Timeout:
+            raise HttpError("TIMEOUT", "no answer from %s" % url) from None
+        except requests.RequestException as exc:
+            raise HttpError("CONNECTION_FAILED", "cannot reach %s (%s)" % (url, type(exc).__name__)) from None
+
+    def start_run(self, body: Dict[str, Any]) -> RunStream:
+        """POST a RunAgentInput; the returned stream is already past the HTTP status."""
+        response = self._post("", body, "text/event-stream", stream=True)
+        content_type = response.headers.get("Content-Type", "")
+        if response.status_code != 200 or not content_type.startswith("text/event-stream"):
+            try:
+                raise _error_from(response)
+            finally:
+                response.close()
+        return RunStream(response)
+
+    def cancel(self, execution_id: str, thread_id: str, ros_invocation_id: str) -> Dict[str, Any]:
+        """Ask the adapter to cancel an execution; returns its JSON answer (``status`` is the news)."""
+        response = self._post(CANCEL_PATH % quote(execution_id, safe=""),
+                              {"threadId": thread_id, "rosInvocationId": ros_invocation_id},
+                              "application/json", stream=False)
+        if response.status_code != 200:
+            raise _error_from(response)
+        try:
+            answer = response.json()
+        except ValueError:
+            raise HttpError("HTTP_%d" % response.status_code, "the cancel answer is not JSON") from None
+        return answer if isinstance(answer, dict) else {}
+
+    def close(self) -> None:
+        self.session.close()
