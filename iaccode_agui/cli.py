@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds an interrupt stays answerable (default %.0f; 0 disables expiry)" % DEFAULT_INTERRUPT_TTL)
     add("--idle-shutdown", type=_positive_float, default=0.0,
         help="exit after this many idle seconds with no active run (default 0 = never)")
+    add("--upstream-kind", choices=("auto", "iac-code", "generic"), default="auto",
+        help="dialect of the A2A runtime: detected from its agent card by default; 'generic' for plain A2A 1.0 agents")
     add("--demo", action="store_true", help="start the built-in scripted A2A runtime (no LLM, no network) and use it")
     add("--threads", type=int, default=128, help="waitress worker threads; each open SSE stream holds one (default 128)")
     add("--max-active-runs", type=int, default=None,
@@ -102,7 +104,7 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str
         a2a_url=a2a_url, a2a_token=a2a_token, auth_token=args.auth_token or env.get("IAC_CODE_AGUI_AUTH_TOKEN") or None,
         state_dir=state_dir, allowed_cwds=default_allowed_cwds(env), interrupt_ttl=ttl,
         heartbeat_interval=args.heartbeat_interval, upstream_idle_timeout=args.upstream_idle_timeout,
-        max_active_runs=max_runs, reconnect_grace=args.reconnect_grace,
+        max_active_runs=max_runs, reconnect_grace=args.reconnect_grace, upstream_kind=args.upstream_kind,
         default_language=i18n.process_locale_language(env))
 
 

@@ -38,6 +38,7 @@ class Settings:
     queue_max_events: int = 4096
     disconnect_poll: float = 0.5
     default_language: str = "en"
+    upstream_kind: str = "auto"          # "auto" (from the agent card) | "iac-code" | "generic"
     server_version: str = ""
 
     def __post_init__(self) -> None:
@@ -53,6 +54,8 @@ class Settings:
             raise ValueError("interrupt TTL must be >= 0 (0 disables expiry)")
         if self.heartbeat_interval <= 0:
             raise ValueError("heartbeat interval must be > 0")
+        if self.upstream_kind not in ("auto", "iac-code", "generic"):
+            raise ValueError("upstream kind must be auto, iac-code or generic")
 
 
 class ConfigError(ValueError):

@@ -65,8 +65,6 @@ class Renderer:
         self.out = out
         self.color = color
         self.glyphs = _glyphs_for(out)
-        if self.glyphs is _ASCII:
-            self.ellipsis = "..."
         self._at_line_start = True
         self._stream: Optional[str] = None  # "text" or "reasoning" while deltas are being written
         self._tools: Dict[str, List[str]] = {}  # open tool calls: id -> [name, args so far]

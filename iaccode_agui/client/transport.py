@@ -44,6 +44,20 @@ def _error_from(response: requests.Response) -> HttpError:
         return HttpError("HTTP_%d" % response.status_code, text[:500], response.status_code)
 
 
+def _drain(chunks: Iterator[bytes]) -> None:
+    """Read the body to its end after the terminal event.
+
+    The adapter releases the thread only once it has finished the response, so a client that hangs up
+    right after RUN_FINISHED and resumes at once could meet ``THREAD_BUSY``.  The body ends right after the
+    terminal event, so this costs one read.
+    """
+    try:
+        for _ in chunks:
+            pass
+    except requests.RequestException:
+        pass
+
+
 class RunStream:
     """The events of one run, decoded lazily as the bytes arrive.
 
@@ -58,8 +72,9 @@ class RunStream:
 
     def __iter__(self) -> Iterator[Event]:
         decoder = SSEDecoder()
+        chunks = self.response.iter_content(chunk_size=None)
         try:
-            for chunk in self.response.iter_content(chunk_size=None):
+            for chunk in chunks:
                 for item in decoder.feed(chunk):
                     self.last_event_id = item.id
                     try:
@@ -68,10 +83,12 @@ class RunStream:
                         raise StreamBroken("the adapter sent an event that is not JSON") from None
                     if not isinstance(event, dict):
                         continue
-                    yield event
                     if event.get("type") in TERMINAL_EVENTS:
                         self.finished = True
+                        _drain(chunks)
+                        yield event
                         return
+                    yield event
         except SSEDecodeError as exc:
             raise StreamBroken(str(exc)) from None
         except requests.RequestException as exc:

@@ -189,6 +189,8 @@ class RunProjector:
         if kind == "message":
             if with_text:
                 out.extend(self._text(obj.get("messageId"), dialect.message_text(obj)))
+            if self.ctx.generic and dialect.is_agent_message(obj):
+                self.last_state = "completed"     # a message-only agent answers with one message
             return out
         if kind not in ("task", "statusUpdate"):
             return out

@@ -6,6 +6,7 @@ admit a run on one thread.  It also keeps each run's channel for a while after t
 client can re-attach and read the tail it missed.
 """
 import collections
+import json
 import logging
 import os
 import socket
@@ -90,7 +91,7 @@ class RunManager:
         self._by_execution: Dict[str, LiveRun] = {}
         self._finished: Deque[LiveRun] = collections.deque()
         self.draining = False
-        self.generic_upstream = False
+        self._generic: Optional[bool] = None
         self._idle = threading.Condition(self._lock)
         self.expiry = ExpiryScheduler(store, client, clock)
 
@@ -115,6 +116,21 @@ class RunManager:
         for run in runs:
             if run.worker is not None:
                 run.worker.request_cancel()
+
+    def upstream_is_generic(self) -> bool:
+        """A plain A2A 1.0 agent (not iac-code): decided once from its agent card's extension URIs."""
+        kind = self.settings.upstream_kind
+        if kind != "auto":
+            return kind == "generic"
+        if self._generic is None:
+            try:
+                card = self.client.agent_card()
+            except A2AError as exc:
+                log.info("agent card unavailable (%s); assuming the iac-code dialect", exc)
+                return False
+            self._generic = "urn:iac-code:" not in json.dumps(card)
+            log.info("upstream agent is %s", "a generic A2A agent" if self._generic else "iac-code")
+        return self._generic
 
     # ---- start / attach -----------------------------------------------------------------------
     def start(self, req: RunRequest, language: str, last_event_id: Optional[int] = None) -> Tuple[LiveRun, Subscription]:
@@ -208,7 +224,7 @@ class RunManager:
             ros_invocation_id=execution.ros_invocation_id, language=language, task_id=execution.task_id,
             session_id=state.session_id, pending=pending, applied_ids=applied,
             text_digests=frozenset(execution.text_snapshot_digests), resume=req.is_resume,
-            interrupt_ttl=self.settings.interrupt_ttl, generic=self.generic_upstream,
+            interrupt_ttl=self.settings.interrupt_ttl, generic=self.upstream_is_generic(),
             pipeline_sequence=execution.pipeline_sequence, pipeline_open_steps=tuple(execution.pipeline_open_steps))
 
     def _driver(self, req: RunRequest, admitted: admission_rules.Admission, ctx: RunContext):

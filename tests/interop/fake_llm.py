@@ -4,6 +4,11 @@ The real `iac-code a2a` runtime needs an LLM; this one answers deterministically
 last message of each request so interoperability tests can provoke a plain reply, a
 `write_file` or `bash` permission interrupt, and the closing turn after a tool result,
 without any network access or credentials.
+
+In pipeline mode the runtime offers the step tools `complete_step` and `ask_user_question`;
+the script then plays the `intent_parsing` step: one question, then a conclusion that is
+valid against the step's schema and exits the pipeline early (`is_infra_intent: false`).
+An invalid conclusion makes the runtime retry for ~150 turns, so the shape matters.
 """
 
 import json
@@ -18,6 +23,17 @@ BASH_ARGS = {"command": "echo hi > bash_out.txt", "description": "write a file"}
 CLOSING_TEXT = "Done. The tool finished."
 SLOW_WORDS = 40
 SLOW_DELAY = 0.25  # seconds between text deltas of a "slow" reply, room for a cancel
+
+# Pipeline step (`selling` / `intent_parsing`), as offered by iac-code 0.16.
+COMPLETE_STEP = "complete_step"
+ASK_USER_QUESTION = "ask_user_question"
+PIPELINE_INTRO = "I need one detail first."
+PIPELINE_OPTIONS = [{"id": "not_now", "label": "Not now"},
+                    {"id": "small_website", "label": "A small website"}]
+PIPELINE_ASK_ARGS = {"question": "What should be deployed on Alibaba Cloud?",
+                     "options": PIPELINE_OPTIONS, "allow_free_text": True,
+                     "free_text_prompt": "Describe the application"}
+PIPELINE_REJECTION = "The user chose not to deploy anything now."
 
 
 def _text_of(message: Dict[str, Any]) -> str:
@@ -66,8 +82,65 @@ class Script:
         self.delay = delay
 
 
-def decide(messages: List[Dict[str, Any]]) -> Script:
+def _tool_names(tools: Optional[List[Dict[str, Any]]]) -> List[str]:
+    return [str((t.get("function") or {}).get("name")) for t in tools or []
+            if isinstance(t, dict)]
+
+
+def _called_tool(messages: List[Dict[str, Any]], call_id: Any) -> str:
+    """The name of the assistant tool call a `tool` message answers."""
+    for message in reversed(messages):
+        for call in message.get("tool_calls") or []:
+            if call.get("id") == call_id:
+                return str((call.get("function") or {}).get("name"))
+    return ""
+
+
+def pipeline_conclusion(answer: str) -> Dict[str, Any]:
+    """`complete_step` arguments ending `intent_parsing` with an early exit.
+
+    The answer is copied into the clarification fields, which the step's completion guards
+    require once a question was asked.
+    """
+    conclusion: Dict[str, Any] = {"is_infra_intent": False, "confidence": "high",
+                                  "category": "other", "rejection_reason": PIPELINE_REJECTION,
+                                  "user_message_summary": "no deployment requested"}
+    try:
+        parsed = json.loads(answer)
+    except ValueError:
+        parsed = None
+    selected = parsed.get("selected_id") if isinstance(parsed, dict) else None
+    free_text = parsed.get("free_text") if isinstance(parsed, dict) else None
+    if isinstance(selected, str) and selected:
+        conclusion["clarification_choice"] = selected
+    elif isinstance(free_text, str) and free_text:
+        conclusion["clarification_text"] = free_text
+    else:
+        conclusion["clarification_text"] = answer[:200] or "no answer"
+    return {"conclusion": conclusion}
+
+
+def decide_pipeline(messages: List[Dict[str, Any]]) -> Script:
+    """One `ask_user_question`, then `complete_step` with an early-exit conclusion."""
+    last = messages[-1] if messages else {}
+    if last.get("role") == "tool":
+        if _called_tool(messages, last.get("tool_call_id")) == ASK_USER_QUESTION:
+            return Script("The user answered; conclude.", "",
+                          (COMPLETE_STEP, pipeline_conclusion(_text_of(last))))
+        return Script("Conclude the step.", "", (COMPLETE_STEP, pipeline_conclusion("")))
+    if last.get("role") == "user" and COMPLETE_STEP in _text_of(last):
+        return Script("The runtime wants a conclusion.", "",
+                      (COMPLETE_STEP, pipeline_conclusion("")))
+    return Script("The request is vague; ask the user.", PIPELINE_INTRO,
+                  (ASK_USER_QUESTION, json.loads(json.dumps(PIPELINE_ASK_ARGS))))
+
+
+def decide(messages: List[Dict[str, Any]],
+           tools: Optional[List[Dict[str, Any]]] = None) -> Script:
     """Choose the reply from the last message only, so every turn is predictable."""
+    names = _tool_names(tools)
+    if COMPLETE_STEP in names and ASK_USER_QUESTION in names:
+        return decide_pipeline(messages)
     last = messages[-1] if messages else {}
     if last.get("role") == "tool":
         return Script("The tool ran; summarise.", CLOSING_TEXT)
@@ -152,7 +225,7 @@ class FakeLLM:
     # response building ---------------------------------------------------------
     def chunks(self, body: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
         """The streamed chunks for one request, ending with the usage chunk."""
-        script = decide(body.get("messages") or [])
+        script = decide(body.get("messages") or [], body.get("tools"))
         completion_id = "chatcmpl-fake-%d" % int(time.time() * 1000)
         created = int(time.time())
 

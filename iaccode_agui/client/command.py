@@ -1,0 +1,64 @@
+"""Command line of the terminal client: options, wiring and exit codes.
+
+``main`` takes its input function, output stream and transport as arguments so the whole command runs
+in-process under test; the defaults are the real terminal and HTTP.
+"""
+import argparse
+import os
+import sys
+from typing import List, Optional, Sequence, TextIO
+
+from iaccode_agui.client.render import color_wanted
+from iaccode_agui.client.session import EXIT_INTERRUPTED, ClientOptions, InputFn, TerminalClient
+from iaccode_agui.client.transport import AguiTransport
+
+DEFAULT_URL = "http://127.0.0.1:8000/"
+TOKEN_ENV = "IAC_CODE_AGUI_AUTH_TOKEN"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m iaccode_agui.client",
+        description="Talk to an iac-code AG-UI adapter from a terminal: send a message, watch the run live, "
+                    "answer interrupts, cancel with Ctrl-C. Without MESSAGE, every stdin line is a new turn "
+                    "on the same thread.",
+        epilog="Exit status: 0 success, 1 run or HTTP error, 130 interrupted with Ctrl-C.")
+    parser.add_argument("message", nargs="*", metavar="MESSAGE", help="the message to send (words are joined)")
+    parser.add_argument("--url", default=DEFAULT_URL, help="adapter base URL (default %(default)s)")
+    parser.add_argument("--token", default=None, metavar="TOKEN",
+                        help="bearer token (default: the %s environment variable)" % TOKEN_ENV)
+    parser.add_argument("--thread", dest="thread_id", default=None, metavar="ID",
+                        help="thread id to continue (default: a new thread)")
+    parser.add_argument("--cwd", default=None, help="absolute workspace path (default: the current directory)")
+    parser.add_argument("--ros-invocation-id", default=None, metavar="ID",
+                        help="requester identity for every turn (default: a new one per turn)")
+    parser.add_argument("--language", default=None, metavar="LANG", help="preferred display language, e.g. fr")
+    parser.add_argument("--run-mode", choices=("normal", "pipeline"), default=None, help="execution mode")
+    parser.add_argument("--pipeline-name", default=None, metavar="NAME", help="pipeline name, e.g. selling")
+    parser.add_argument("--read-timeout", type=float, default=120.0, metavar="SECONDS",
+                        help="seconds without any byte (heartbeats count) before giving up (default %(default)s)")
+    parser.add_argument("--no-color", action="store_true", help="plain output (automatic when not a terminal)")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None, input_fn: Optional[InputFn] = None,
+         out: Optional[TextIO] = None, transport: Optional[AguiTransport] = None) -> int:
+    args = build_parser().parse_args(argv)
+    out = out if out is not None else sys.stdout
+    if transport is None:
+        token = args.token if args.token is not None else os.environ.get(TOKEN_ENV)
+        transport = AguiTransport(args.url, token=token, language=args.language,
+                                  timeout=(10.0, args.read_timeout))
+    options = ClientOptions(thread_id=args.thread_id, cwd=args.cwd, ros_invocation_id=args.ros_invocation_id,
+                            language=args.language, run_mode=args.run_mode, pipeline_name=args.pipeline_name)
+    client = TerminalClient(transport, options, input_fn or input, out, color=color_wanted(out, args.no_color))
+    words: List[str] = args.message
+    try:
+        if words:
+            return client.send(" ".join(words))
+        return client.repl()
+    except KeyboardInterrupt:
+        client.renderer.end_line()
+        return EXIT_INTERRUPTED
+    finally:
+        transport.close()

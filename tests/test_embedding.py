@@ -1,0 +1,191 @@
+"""``create_app(settings)`` mounted under ``/agui`` in a host WSGI stack, served by two different servers.
+
+The adapter must not assume it owns the URL root or that it runs on waitress: the same stack is served by
+waitress and by the stdlib ``wsgiref`` server (threaded), which has no ``waitress.client_disconnected``
+probe, so there a vanished client is only noticed when a heartbeat write fails.  The stack below is the
+example the README gives to embedders.
+"""
+import json
+import os
+import socketserver
+import threading
+import time
+import uuid
+from typing import Any, Callable, Dict, Iterator, List, Optional
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import pytest
+import requests
+from werkzeug.middleware.dispatcher import DispatcherMiddleware
+
+import iaccode_agui
+from iaccode_agui.config import Settings
+from iaccode_agui.serving import ServerThread
+from tests.agui_checker import check_stream, types
+from tests.harness import interrupt_of, read_sse_until, session_of, text_of, wait_for
+
+PREFIX = "/agui"
+
+
+def host_site(environ: Dict[str, Any], start_response: Callable[..., Any]) -> List[bytes]:
+    """The embedding application's own pages, which keep the root."""
+    start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
+    return [b"host site at %s" % environ.get("PATH_INFO", "").encode("latin-1")]
+
+
+class ThreadingWSGIServer(socketserver.ThreadingMixIn, WSGIServer):
+    """wsgiref's server handles one request at a time; every open SSE stream needs its own thread."""
+
+    daemon_threads = True
+
+
+class QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's parameter name
+        pass
+
+
+class WsgirefServer:
+    def __init__(self, app: Any) -> None:
+        self.httpd = make_server("127.0.0.1", 0, app, server_class=ThreadingWSGIServer, handler_class=QuietHandler)
+        self.url = "http://127.0.0.1:%d/" % self.httpd.server_port
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                       name="wsgiref-loop", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(5)
+
+
+class WaitressServer:
+    def __init__(self, app: Any) -> None:
+        self.server = ServerThread(app, threads=16, slice_seconds=0.05)
+        self.url = self.server.url
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+class Site:
+    """The host stack on one server, plus request helpers that always go through the prefix."""
+
+    def __init__(self, app: Any, server: Any, workspace: str) -> None:
+        self.app = app
+        self.server = server
+        self.base = server.url.rstrip("/") + PREFIX + "/"
+        self.workspace = workspace
+
+    def body(self, text: Optional[str], *, thread: str, run: Optional[str] = None, ros: str = "inv-1",
+             resume: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
+        messages = [] if text is None else [{"id": "m-" + uuid.uuid4().hex[:8], "role": "user", "content": text}]
+        body: Dict[str, Any] = {
+            "threadId": thread, "runId": run or "run-" + uuid.uuid4().hex[:8], "state": {}, "messages": messages,
+            "tools": [], "context": [],
+            "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": ros, "cwd": self.workspace}}}
+        if resume is not None:
+            body["resume"] = resume
+        return body
+
+    def post(self, body: Dict[str, Any], path: str = "", stream: bool = False, url: Optional[str] = None,
+             timeout: float = 30) -> requests.Response:
+        return requests.post(url or self.base + path, data=json.dumps(body), stream=stream, timeout=timeout,
+                             headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
+
+    def run(self, body: Dict[str, Any], url: Optional[str] = None) -> List[Dict[str, Any]]:
+        response = self.post(body, url=url)
+        assert response.status_code == 200, response.text
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        return check_stream(response.content)
+
+
+SERVERS = {"waitress": WaitressServer, "wsgiref": WsgirefServer}
+
+
+@pytest.fixture(params=sorted(SERVERS))
+def site(request, demo, workspace, tmp_path) -> Iterator[Site]:
+    settings = Settings(a2a_url=demo.url, a2a_token=demo.token, state_dir=str(tmp_path / "state"),
+                        allowed_cwds=(workspace,), heartbeat_interval=0.2, disconnect_poll=0.1)
+    app = iaccode_agui.create_app(settings)
+    stack = DispatcherMiddleware(host_site, {PREFIX: app})
+    server = SERVERS[request.param](stack)
+    try:
+        yield Site(app, server, workspace)
+    finally:
+        app.manager.cancel_all()
+        app.manager.wait_idle(5)
+        server.stop()
+        app.client.close()
+        app.manager.expiry.stop()
+
+
+def test_prefix_routes_and_host_site_untouched(site):
+    root = site.server.url
+    assert requests.get(root, timeout=5).text == "host site at /"
+    assert requests.get(root + "about", timeout=5).text == "host site at /about"
+    health = requests.get(site.base + "health", timeout=5)
+    assert health.status_code == 200 and health.json()["protocol"] == "ag-ui"
+    metrics = requests.get(site.base + "metrics", timeout=5)
+    assert metrics.status_code == 200 and "agui_active_runs" in metrics.text
+    missing = requests.get(site.base + "nope", timeout=5)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
+    # the adapter's routes exist only under the prefix
+    assert requests.get(root + "health", timeout=5).text == "host site at /health"
+
+
+@pytest.mark.parametrize("mount_url", ["slash", "bare"])
+def test_normal_run_through_the_prefix(site, demo, mount_url):
+    url = site.base if mount_url == "slash" else site.base.rstrip("/")
+    events = site.run(site.body("hello there", thread="n-" + mount_url), url=url)
+    kinds = types(events)
+    assert kinds[0] == "RUN_STARTED" and kinds[-1] == "RUN_FINISHED"
+    assert events[-1]["outcome"] == {"type": "success"}
+    assert "You said: hello there" in text_of(events)
+    assert ("SendStreamingMessage", None) in demo.runtime.requests_log
+
+
+def test_permission_interrupt_and_resume_through_the_prefix(site, demo, workspace):
+    first = site.run(site.body("please write a file", thread="p1", run="r1"))
+    interrupt = interrupt_of(first)
+    assert interrupt["reason"] == "tool_call"
+    answer = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+    resumed = site.run(site.body(None, thread="p1", run="r2", resume=answer))
+    assert resumed[-1]["outcome"] == {"type": "success"}
+    assert session_of(resumed)["executionId"] == session_of(first)["executionId"]
+    result = next(e for e in resumed if e["type"] == "TOOL_CALL_RESULT")
+    assert result["toolCallId"] == interrupt["toolCallId"]
+    assert os.path.exists(os.path.join(workspace, "hello.txt"))
+    assert len(demo.runtime.tool_executions) == 1
+
+
+def test_cancel_extension_through_the_prefix(site):
+    response = site.post(site.body("slow please", thread="c1", ros="inv-c"), stream=True)
+    reader, events = read_sse_until(response, "TEXT_MESSAGE_CONTENT")
+    try:
+        execution_id = session_of(events)["executionId"]
+        cancel = site.post({"threadId": "c1", "rosInvocationId": "inv-c"},
+                           path="extensions/iac-code/v1/executions/%s/cancel" % execution_id)
+        assert cancel.status_code == 200 and cancel.json()["status"] == "cancelled"
+        events = reader.until("RUN_ERROR")
+        assert events[-1]["code"] == "CANCELLED"
+    finally:
+        reader.close()
+
+
+def test_sse_streams_before_the_run_ends_and_disconnect_cancels(site, demo):
+    """The slow scenario takes 60 x 0.2 s; its first delta must arrive long before that."""
+    started = time.monotonic()
+    response = site.post(site.body("slow please", thread="s1"), stream=True)
+    reader, events = read_sse_until(response, "TEXT_MESSAGE_CONTENT", limit=5)
+    first_delta_after = time.monotonic() - started
+    assert first_delta_after < 5 and "RUN_FINISHED" not in types(events)
+    task_id = session_of(events)["taskId"]
+    assert site.app.manager.active_count() == 1
+    disconnected = time.monotonic()
+    reader.close()
+    # wsgiref only learns of the disconnect when a heartbeat (0.2 s) or delta write fails
+    assert wait_for(lambda: ("CancelTask", task_id) in demo.runtime.requests_log, 5)
+    assert time.monotonic() - disconnected < 4
+    assert wait_for(lambda: site.app.manager.active_count() == 0 and site.app.open_streams == 0, 5)
+    state = site.app.store.load("s1")
+    assert state.active_run is None and state.execution.execution_id in state.terminal_execution_ids

@@ -1,0 +1,252 @@
+"""The terminal client (``python -m iaccode_agui.client``) driven in-process against a real adapter."""
+import io
+import os
+import subprocess
+import sys
+from typing import Any, Dict, List
+
+from iaccode_agui.client import AguiTransport, main
+from iaccode_agui.client.prompt import AnswerForm, InvalidAnswer
+from iaccode_agui.client.render import Renderer
+from tests.harness import wait_for
+
+
+class Script:
+    """Answers typed by the user, in order; EOF once they run out.  Records every prompt shown."""
+
+    def __init__(self, *answers: Any) -> None:
+        self.answers = list(answers)
+        self.prompts: List[str] = []
+
+    def __call__(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        if not self.answers:
+            raise EOFError
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+class RecordingTransport(AguiTransport):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.bodies: List[Dict[str, Any]] = []
+        self.cancels: List[tuple] = []
+
+    def start_run(self, body):
+        self.bodies.append(body)
+        return super().start_run(body)
+
+    def cancel(self, execution_id, thread_id, ros_invocation_id):
+        self.cancels.append((execution_id, thread_id, ros_invocation_id))
+        return super().cancel(execution_id, thread_id, ros_invocation_id)
+
+
+class Client:
+    """One client invocation: its exit status, transcript, prompts and requests."""
+
+    def __init__(self, adapter, *argv: str, answers=(), thread="t", out=None, token=None, extra=()) -> None:
+        self.out = out if out is not None else io.StringIO()
+        self.script = Script(*answers)
+        self.transport = RecordingTransport(adapter.url, token=token)
+        args = ["--url", adapter.url, "--cwd", adapter.workspace, "--thread", thread] + list(extra) + list(argv)
+        self.code = main(args, input_fn=self.script, out=self.out, transport=self.transport)
+        self.text = self.out.getvalue()
+
+
+def test_normal_message_streams_text_and_reasoning(adapter):
+    run = Client(adapter, "hello", "there")
+    assert run.code == 0, run.text
+    assert "Hello! I am the scripted runtime. You said: hello there\n" in run.text
+    assert "\u2026 The user greeted me. I should answer politely.\n" in run.text
+    assert "\x1b[" not in run.text  # a StringIO is no terminal: no colour
+    body = run.transport.bodies[0]
+    assert body["threadId"] == "t" and body["messages"][0]["content"] == "hello there"
+    assert body["forwardedProps"]["iacCode"]["cwd"] == adapter.workspace
+    assert run.script.prompts == []
+
+
+def test_permission_answered_by_number(adapter, demo):
+    run = Client(adapter, "write a file", answers=["1"], extra=["--ros-invocation-id", "inv-9"])
+    assert run.code == 0, run.text
+    assert "? Change a workspace file (tool_call)" in run.text
+    assert "  1) Allow once [allow_once]\n  2) Deny [deny]\n" in run.text
+    assert '"enum":["allow_once","deny"]' in run.text  # the schema is shown
+    assert "\u2699 write_file(" in run.text and "hello.txt" in run.text
+    assert "\u21b3 Successfully wrote" in run.text
+    assert "artifact " in run.text
+    assert os.path.exists(os.path.join(adapter.workspace, "hello.txt"))
+    first, resume = run.transport.bodies
+    assert resume["threadId"] == first["threadId"] and resume["runId"] != first["runId"]
+    assert resume["forwardedProps"]["iacCode"]["rosInvocationId"] == "inv-9"
+    assert first["forwardedProps"]["iacCode"]["rosInvocationId"] == "inv-9"
+    assert resume["messages"] == []
+    assert resume["resume"][0]["status"] == "resolved"
+    assert resume["resume"][0]["payload"] == {"decision": "allow_once"}
+    assert len(demo.runtime.tool_executions) == 1
+
+
+def test_invalid_answers_are_asked_again(adapter):
+    run = Client(adapter, "write a file", answers=["maybe", "7", '{"decision": "yes"}', "ALLOW_ONCE"])
+    assert run.code == 0, run.text
+    assert len(run.script.prompts) == 4
+    assert "invalid answer: choose a number from 1 to 2 or one of: allow_once, deny" in run.text
+    assert "invalid answer: choose a number from 1 to 2\n" in run.text
+    assert "invalid answer: 'yes' is not one of ['allow_once', 'deny']" in run.text
+    assert len(run.transport.bodies) == 2  # nothing invalid ever reached the adapter
+    assert run.transport.bodies[1]["resume"][0]["payload"] == {"decision": "allow_once"}
+
+
+def test_question_by_option_number(adapter):
+    run = Client(adapter, "a question please", answers=["2"])
+    assert run.code == 0, run.text
+    assert "  Which region?\n" in run.text
+    assert "1) Hangzhou [cn-hangzhou]" in run.text and "2) Beijing [cn-beijing]" in run.text
+    assert "or type free text" in run.text
+    assert "You chose: Beijing." in run.text
+    assert run.transport.bodies[1]["resume"][0]["payload"] == {"selectedId": "cn-beijing"}
+
+
+def test_question_by_free_text(adapter):
+    run = Client(adapter, "a question please", answers=["Shanghai please"])
+    assert run.code == 0, run.text
+    assert "You chose: Shanghai please." in run.text
+    assert run.transport.bodies[1]["resume"][0]["payload"] == {"freeText": "Shanghai please"}
+
+
+def test_empty_answer_sends_cancelled(adapter, demo):
+    run = Client(adapter, "write a file", answers=[""])
+    assert run.transport.bodies[1]["resume"] == [
+        {"interruptId": run.transport.bodies[1]["resume"][0]["interruptId"], "status": "cancelled"}]
+    assert "denied" in run.text and run.code == 0, run.text
+    assert demo.runtime.tool_executions == []
+    assert not os.path.exists(os.path.join(adapter.workspace, "hello.txt"))
+
+
+def test_http_error_before_the_stream(adapter_factory):
+    secured = adapter_factory(auth_token="x")
+    run = Client(secured, "hello", token="wrong")
+    assert run.code == 1
+    assert run.text == "error UNAUTHORIZED: A valid bearer token is required.\n"
+    assert Client(secured, "hello", token="x").code == 0
+    elsewhere = Client(secured, "hello", token="x", thread="t2", extra=["--cwd", "/definitely/not/allowed"])
+    assert elsewhere.code == 1 and elsewhere.text.startswith("error INVALID_INPUT: ")
+
+
+def test_unreachable_adapter(adapter):
+    out = io.StringIO()
+    code = main(["--url", "http://127.0.0.1:9/", "--cwd", adapter.workspace, "hi"], input_fn=Script(), out=out)
+    assert code == 1 and out.getvalue().startswith("error CONNECTION_FAILED: cannot reach http://127.0.0.1:9/")
+
+
+def test_run_error_exits_1(adapter):
+    run = Client(adapter, "fail")
+    assert run.code == 1
+    assert "RUN_ERROR A2A_EXECUTION_FAILED: " in run.text, run.text
+
+
+class InterruptingOutput(io.StringIO):
+    """Simulates Ctrl-C: raises KeyboardInterrupt once, right after the first text delta is written."""
+
+    def __init__(self, marker: str) -> None:
+        super().__init__()
+        self.marker = marker
+        self.fired = False
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        if not self.fired and self.marker in self.getvalue():
+            self.fired = True
+            raise KeyboardInterrupt
+        return written
+
+
+def test_ctrl_c_during_a_run_calls_the_cancel_extension(adapter, demo):
+    out = InterruptingOutput("slow-0")
+    run = Client(adapter, "slow", out=out, thread="cc", extra=["--ros-invocation-id", "inv-c"])
+    assert out.fired and run.code == 130
+    state = adapter.app.store.load("cc")
+    assert run.transport.cancels == [(state.execution.execution_id, "cc", "inv-c")]
+    assert wait_for(lambda: ("CancelTask", state.execution.task_id) in demo.runtime.requests_log)
+    assert "cancel: cancelled" in run.text
+    assert "slow-5" not in run.text
+    # the thread is free again for the next turn
+    assert wait_for(lambda: adapter.app.manager.active_count() == 0)
+    assert Client(adapter, "hello again", thread="cc").code == 0
+
+
+def test_ctrl_c_at_the_answer_prompt_exits(adapter):
+    run = Client(adapter, "write a file", answers=[KeyboardInterrupt()], thread="kp")
+    assert run.code == 130
+    assert "the interrupt stays pending on thread kp" in run.text
+    assert len(run.transport.bodies) == 1
+    assert list(adapter.app.store.load("kp").execution.pending)
+
+
+def test_repl_sends_each_line_as_a_turn_on_one_thread(adapter):
+    run = Client(adapter, answers=["first line", "", "write a file", "2", "second line"], thread="repl")
+    assert run.code == 0, run.text
+    assert "You said: first line" in run.text and "You said: second line" in run.text
+    assert run.script.prompts[0] == "> " and run.script.prompts[-1] == "> "
+    bodies = run.transport.bodies
+    assert [b["threadId"] for b in bodies] == ["repl"] * 4
+    assert len({b["runId"] for b in bodies}) == 4
+    assert bodies[2]["resume"][0]["payload"] == {"decision": "deny"}
+
+
+def test_repl_ctrl_c_at_the_prompt_exits_130(adapter):
+    assert Client(adapter, answers=["hi", KeyboardInterrupt()]).code == 130
+
+
+def test_answer_form_from_schemas():
+    boolean = AnswerForm({"id": "b", "responseSchema": {
+        "type": "object", "properties": {"approved": {"type": "boolean"}, "note": {"type": "string"}},
+        "required": ["approved"]}})
+    assert [c.key for c in boolean.choices] == ["true", "false"] and boolean.free_text is None
+    assert boolean.answer("2") == {"approved": False}
+    assert boolean.answer('{"approved": true, "note": "ok"}') == {"approved": True, "note": "ok"}
+    assert boolean.answer("  ") is None
+    opaque = AnswerForm({"id": "o", "responseSchema": {"type": "object", "required": ["a", "b"], "properties": {
+        "a": {"type": "integer"}, "b": {"type": "integer"}}}})
+    assert opaque.choices == [] and opaque.prompt == "answer [a JSON object; empty = cancel]: "
+    assert opaque.answer('{"a": 1, "b": 2}') == {"a": 1, "b": 2}
+    for bad in ('{"a": 1}', "a=1", "{nope"):
+        try:
+            opaque.answer(bad)
+        except InvalidAnswer:
+            continue
+        raise AssertionError("accepted %r" % bad)
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_colour_only_on_a_terminal_and_ascii_fallback(adapter, monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    coloured = Client(adapter, "hello", out=FakeTerminal(), thread="c1")
+    assert "\x1b[2m" in coloured.text and coloured.code == 0
+    plain = Client(adapter, "hello", out=FakeTerminal(), thread="c2", extra=["--no-color"])
+    assert "\x1b[" not in plain.text
+    raw = io.BytesIO()
+    ascii_out = io.TextIOWrapper(raw, encoding="ascii")
+    renderer = Renderer(ascii_out)
+    renderer.event({"type": "REASONING_MESSAGE_CONTENT", "messageId": "r", "delta": "think\nmore"})
+    renderer.event({"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "bash"})
+    renderer.event({"type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": '{"command": "ls"}'})
+    renderer.event({"type": "TOOL_CALL_RESULT", "toolCallId": "c", "content": "a\nb"})
+    ascii_out.flush()
+    assert raw.getvalue().decode("ascii") == '... think\n... more\n* bash({"command":"ls"})\n  -> a (+1 lines)\n'
+
+
+def test_help_in_a_subprocess():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root)
+    done = subprocess.run([sys.executable, "-m", "iaccode_agui.client", "--help"], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    for flag in ("--url", "--token", "--thread", "--cwd", "--ros-invocation-id", "--language", "--run-mode",
+                 "--pipeline-name", "--no-color", "MESSAGE"):
+        assert flag in done.stdout
