@@ -126,13 +126,20 @@ class RunProjector:
         out: List[Output] = []
         for session_id in self.pipeline.session_ids[self._pipeline_sessions_checked:]:
             self._pipeline_sessions_checked += 1
-            if self.session_id is None:
-                self.session_id = session_id
-                out.append(BindSession(session_id))
+            bound = self._bind_session(session_id)
+            out.extend(bound)
+            if bound:
                 out.extend(self._maybe_session())
-            elif session_id != self.session_id:
-                raise ProtocolViolation("pipeline session id changed")
         return out
+
+    def _bind_session(self, session_id: str) -> List[Output]:
+        """The iac-code session is pinned once per thread; a different one breaks the identity contract."""
+        if self.session_id is None:
+            self.session_id = session_id
+            return [BindSession(session_id)]
+        if session_id != self.session_id:
+            raise ProtocolViolation("session id changed")
+        return []
 
     def _progress(self) -> List[Output]:
         if not self.pipeline.changed:
@@ -229,11 +236,7 @@ class RunProjector:
             raise ProtocolViolation("context id changed")
         session_id = dialect.iac_code_metadata(obj).get("iacCodeSessionId")
         if isinstance(session_id, str) and session_id:
-            if self.session_id is None:
-                self.session_id = session_id
-                out.append(BindSession(session_id))
-            elif session_id != self.session_id:
-                raise ProtocolViolation("session id changed")
+            out.extend(self._bind_session(session_id))
         if out:
             out.extend(self._maybe_session())
         return out
@@ -365,38 +368,33 @@ class RunProjector:
         return self.fail("A2A_EXECUTION_FAILED", errors.MSG_A2A_EXECUTION_FAILED)
 
     def succeed(self) -> List[Output]:
-        out: List[Output] = list(self._maybe_session())
-        out.extend(self.spans.close_all())
-        self.done = True
-        out.extend(self._progress())
-        out.append(EndRun("success"))
-        out.append(ev.run_finished_success(self.ctx.thread_id, self.ctx.run_id, self.usage.summary()))
-        return out
+        return self._terminal(EndRun("success"),
+                              ev.run_finished_success(self.ctx.thread_id, self.ctx.run_id, self.usage.summary()))
 
     def fail(self, code: str, message: str) -> List[Output]:
         if self.done:
             return []
-        from iaccode_agui.i18n import translate
-        out: List[Output] = list(self._maybe_session())
-        out.extend(self.spans.close_all())
-        self.done = True
-        out.extend(self._progress())
-        out.append(EndRun("error", code))
-        out.append(ev.run_error(self.ctx.thread_id, self.ctx.run_id, code, translate(message, self.ctx.language),
-                                self.usage.summary()))
-        return out
+        return self._terminal(EndRun("error", code), self._error_event(code, message))
 
     def abort(self, code: str, message: str, keep_pending: bool = False) -> List[Output]:
         """End the run with an error even after an interrupt was prepared but not announced."""
-        from iaccode_agui.i18n import translate
         if not keep_pending:
             self.pending.clear()
-        out: List[Output] = list(self.spans.close_all())
+        return self._terminal(EndRun("error", code), self._error_event(code, message), announce_session=False)
+
+    def _error_event(self, code: str, message: str) -> Event:
+        from iaccode_agui.i18n import translate
+        return ev.run_error(self.ctx.thread_id, self.ctx.run_id, code, translate(message, self.ctx.language),
+                            self.usage.summary())
+
+    def _terminal(self, end: EndRun, event: Event, announce_session: bool = True) -> List[Output]:
+        """Session event (once), balanced spans, persisted progress, the end effect, then the event."""
+        out: List[Output] = list(self._maybe_session()) if announce_session else []
+        out.extend(self.spans.close_all())
         self.done = True
         out.extend(self._progress())
-        out.append(EndRun("error", code))
-        out.append(ev.run_error(self.ctx.thread_id, self.ctx.run_id, code, translate(message, self.ctx.language),
-                                self.usage.summary()))
+        out.append(end)
+        out.append(event)
         return out
 
     def interrupt(self, inputs: List[Tuple[Dict[str, Any], bool]]) -> List[Output]:

@@ -150,7 +150,7 @@ class RunManager:
         recorder = StateRecorder(self.store, req.thread_id, ctx.execution_id, req.run_id)
         driver = self._driver(req, admitted, ctx)
         worker = RunWorker(client=self.client, projector=projector, channel=channel, recorder=recorder,
-                           driver=driver, on_end=lambda w: self._ended(run))
+                           driver=driver, on_end=lambda w: self._ended(run), on_release=run.lease.release)
         run.worker = worker
         sub = channel.attach()
         self.metrics.inc("agui_runs_started_total")

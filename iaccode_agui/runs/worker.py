@@ -28,13 +28,14 @@ class StopRun(Exception):
 class RunWorker:
     def __init__(self, *, client: A2AClient, projector: RunProjector, channel: RunChannel,
                  recorder: StateRecorder, driver: Callable[["RunWorker"], None],
-                 on_end: Callable[["RunWorker"], None]) -> None:
+                 on_end: Callable[["RunWorker"], None], on_release: Callable[[], None] = lambda: None) -> None:
         self.client = client
         self.projector = projector
         self.channel = channel
         self.recorder = recorder
         self._driver = driver
         self._on_end = on_end
+        self._on_release = on_release
         self._lock = threading.Lock()
         self._stream: Optional[A2AStream] = None
         self.cancel_requested = False
@@ -75,6 +76,7 @@ class RunWorker:
             if self.outcome is None:
                 self.outcome = "error"
                 self.recorder.release(terminal=not self.projector.pending)
+            self._on_release()
             self.channel.close()
             self._on_end(self)
 
@@ -112,6 +114,7 @@ class RunWorker:
         self.outcome = end.outcome
         self.error_code = end.code
         self.recorder.release(terminal=end.outcome != "interrupt")
+        self._on_release()
 
     def _fail_closed(self, rest: List[Any]) -> None:
         """Nothing recoverable may be announced: cancel upstream, clear pending, end with an error."""
@@ -134,6 +137,7 @@ class RunWorker:
                 self.outcome = "error"
                 self.error_code = item.code
                 self.recorder.release(terminal=True, clear_pending=True)
+                self._on_release()
 
     # ---- upstream ---------------------------------------------------------------------------
     def consume(self, open_stream: Callable[[], A2AStream], *, on_first: Optional[Callable[[], None]] = None,
