@@ -1,0 +1,114 @@
+"""Admission rules (pure): state in, new state or a coded error out."""
+import pytest
+
+from iaccode_agui.errors import AguiError
+from iaccode_agui.inputs import RunRequest, UserMessage
+from iaccode_agui.runs.admission import admit
+from iaccode_agui.state.model import ActiveRun, Execution, PendingInterrupt, ThreadState
+
+NOW = 1_800_000_000.0
+
+
+def request(run="r2", digest="d" * 64, resume=None, cwd="/ws", user=None, ros="inv-1", thread="t"):
+    props = {"schemaVersion": 1, "rosInvocationId": ros, "cwd": cwd}
+    if user is not None:
+        props["userId"] = user
+    return RunRequest(thread_id=thread, run_id=run, parent_run_id=None, props=props, cwd=cwd,
+                      user_message=None if resume else UserMessage("m", [{"text": "hi"}]), resume=resume,
+                      digest=digest)
+
+
+def state(pending=None, active=None, task="task-1", expired=()):
+    execution = Execution(execution_id="exec-1", ros_invocation_id="inv-1", task_id=task,
+                          pending=pending or {}, expired_interrupt_ids=list(expired))
+    return ThreadState(thread_id="t", context_id="agui-c", cwd="/ws", user_id=None, session_id="s-1",
+                       execution=execution, run_digests={"r1": "a" * 64}, active_run=active)
+
+
+def pending(expires="2030-01-01T00:00:00.000Z"):
+    return {"p-1": PendingInterrupt(value={"inputId": "p-1", "kind": "permission"}, expires_at=expires)}
+
+
+def ids():
+    counter = iter(range(100))
+    return lambda: "exec-new-%d" % next(counter)
+
+
+def code_of(call):
+    with pytest.raises(AguiError) as info:
+        call()
+    return info.value.code, info.value.message
+
+
+def test_new_thread_is_bound_and_claimed():
+    result = admit(None, request(run="r1"), owner="me", now=NOW, lease_free=True, make_id=ids())
+    saved = result.state
+    assert saved.context_id.startswith("agui-") and saved.cwd == "/ws" and saved.user_id is None
+    assert saved.active_run.run_id == "r1" and saved.active_run.owner == "me" and saved.active_run.kind == "new"
+    assert saved.run_digests == {"r1": "d" * 64}
+    assert code_of(lambda: admit(None, request(resume=[{"interruptId": "x"}]), owner="me", now=NOW,
+                                 lease_free=True))[0] == "EXECUTION_LOST"
+
+
+def test_run_id_reuse():
+    assert code_of(lambda: admit(state(), request(run="r1", digest="a" * 64), owner="me", now=NOW,
+                                 lease_free=True))[0] == "DUPLICATE_RUN_ID"
+    assert code_of(lambda: admit(state(), request(run="r1"), owner="me", now=NOW,
+                                 lease_free=True))[0] == "RUN_ID_CONFLICT"
+
+
+def test_busy_when_the_lease_is_held():
+    busy = state(active=ActiveRun("r1", "other", NOW))
+    assert code_of(lambda: admit(busy, request(), owner="me", now=NOW, lease_free=False))[0] == "THREAD_BUSY"
+    assert code_of(lambda: admit(state(), request(), owner="me", now=NOW, lease_free=False))[0] == "THREAD_BUSY"
+
+
+def test_orphaned_run_is_recovered():
+    orphan = state(active=ActiveRun("r1", "dead-process", NOW - 60))
+    result = admit(orphan, request(), owner="me", now=NOW, lease_free=True, make_id=ids())
+    assert result.orphan_task_id == "task-1"
+    assert "exec-1" in result.state.terminal_execution_ids
+    assert result.state.execution.execution_id == "exec-new-0" and result.state.active_run.owner == "me"
+    # an orphan that had committed an interrupt keeps it: its task is not cancelled
+    parked = state(pending=pending(), active=ActiveRun("r1", "dead", NOW - 60))
+    assert code_of(lambda: admit(parked, request(), owner="me", now=NOW, lease_free=True))[0] == "RESUME_REQUIRED"
+
+
+def test_binding_conflicts():
+    assert code_of(lambda: admit(state(), request(cwd="/other"), owner="me", now=NOW,
+                                 lease_free=True))[0] == "THREAD_BINDING_CONFLICT"
+    assert code_of(lambda: admit(state(), request(user="u"), owner="me", now=NOW,
+                                 lease_free=True))[0] == "THREAD_BINDING_CONFLICT"
+
+
+def test_resume_rules():
+    answer = [{"interruptId": "p-1", "status": "resolved", "payload": {"decision": "deny"}}]
+    assert code_of(lambda: admit(state(pending=pending()), request(resume=answer, ros="other"), owner="me",
+                                 now=NOW, lease_free=True)) == (
+        "EXECUTION_LOST", "The resume request does not match the interrupted run.")
+    result = admit(state(pending=pending()), request(resume=answer), owner="me", now=NOW, lease_free=True)
+    assert result.state.execution.execution_id == "exec-1" and result.state.active_run.kind == "resume"
+    assert not result.expired_resume
+    assert code_of(lambda: admit(state(pending=pending()), request(), owner="me", now=NOW,
+                                 lease_free=True))[0] == "RESUME_REQUIRED"
+
+
+def test_new_turn_rotates_the_execution_but_keeps_context_and_session():
+    result = admit(state(), request(ros="inv-2"), owner="me", now=NOW, lease_free=True, make_id=ids())
+    saved = result.state
+    assert saved.execution.execution_id == "exec-new-0" and saved.execution.task_id is None
+    assert saved.execution.ros_invocation_id == "inv-2"
+    assert saved.context_id == "agui-c" and saved.session_id == "s-1"
+    assert "exec-1" in saved.terminal_execution_ids
+
+
+def test_expired_interrupts():
+    old = pending(expires="2020-01-01T00:00:00.000Z")
+    answer = [{"interruptId": "p-1", "status": "resolved", "payload": {"decision": "deny"}}]
+    result = admit(state(pending=old), request(resume=answer), owner="me", now=NOW, lease_free=True)
+    assert result.expired_resume and result.expired_task_id == "task-1"
+    assert result.state.execution.pending == {} and result.state.execution.expired_interrupt_ids == ["p-1"]
+    later = admit(result.state, request(run="r3", resume=answer), owner="me", now=NOW, lease_free=True)
+    assert later.expired_resume
+    turn = admit(state(pending=old), request(), owner="me", now=NOW, lease_free=True, make_id=ids())
+    assert turn.expired_task_id == "task-1" and turn.state.execution.pending == {}
