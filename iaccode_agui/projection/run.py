@@ -191,6 +191,10 @@ class RunProjector:
             if isinstance(artifact, dict):
                 value = {"schemaVersion": 1}
                 value.update(dialect.coerce_numbers(artifact))
+                # Chunked artifacts: without these a client cannot tell "extend" from "replace".
+                for flag in ("append", "lastChunk"):
+                    if obj.get(flag) is True:
+                        value[flag] = True
                 out.append(ev.custom(ev.ARTIFACT_EVENT, value))
             return out
         if kind == "message":
