@@ -147,9 +147,29 @@ def test_dedupe_by_sequence_and_cursor_is_the_max() -> None:
                envelope(5.0, "text_delta", {"text": "old"}, event_id="evt-new-a"),   # at the cursor
                envelope(4.0, "text_delta", {"text": "older"}, event_id=None),         # below, no id
                envelope(7.0, "text_delta", {"text": "new"}),
-               envelope(6.0, "text_delta", {"text": "late"}, event_id="evt-new-b"))   # below the new cursor
-    assert [e["delta"] for e in out if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["new"]
+               envelope(6.0, "text_delta", {"text": "late"}, event_id="evt-new-b"),   # out of order, new id
+               envelope(6.0, "text_delta", {"text": "late-no-id"}, event_id=None))   # out of order, no id
+    assert [e["delta"] for e in out if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["new", "late"]
     assert m.sequence == 7
+
+
+def test_out_of_order_live_events_with_new_ids_are_kept() -> None:
+    """The real runtime sends 35, 37, 36 after an early exit; 36 must not be lost."""
+    m = mapper()
+    out = live(m, envelope(35.0, "pipeline_completed"), envelope(37.0, "cleanup_completed"),
+               envelope(36.0, "stack_progress"))
+    assert [e["value"]["eventType"] for e in out if e["type"] == "CUSTOM"] == [
+        "pipeline_completed", "cleanup_completed", "stack_progress"]
+    assert m.sequence == 37
+
+
+def test_recovery_skips_provisional_pending_backup_copies() -> None:
+    m = mapper()
+    state = {"snapshot": {"pipelineRunId": RUN_ID, "lastSequence": 35.0},
+             "events": [envelope(33.0, "pipeline_completed", visibility="pending_backup"),
+                        envelope(35.0, "pipeline_completed", visibility="committed")]}
+    out = m.recover(state)
+    assert [e["value"]["sequence"] for e in out if e["type"] == "CUSTOM"] == [35]
 
 
 def test_sequence_zero_or_missing_is_not_deduped_by_sequence() -> None:
@@ -167,7 +187,8 @@ def test_batch_is_applied_in_order_after_the_single_envelope() -> None:
                 envelope(4.0, "text_delta", {"text": "C"}))
     iac["pipeline"] = envelope(1.0, "text_delta", {"text": "A"})
     out = m.feed(iac)
-    assert [e["delta"] for e in out if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["A", "B", "C"]
+    # "x" arrives out of sequence order but with a new eventId in this run: it is kept, not lost
+    assert [e["delta"] for e in out if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["A", "B", "x", "C"]
     assert m.sequence == 4
     assert m.feed(batch(envelope(4.0, "text_delta", {"text": "C"}))) == []
     as_run(m, out)

@@ -103,6 +103,7 @@ class PipelineMapper:
         self.spans = spans
         self.usage = usage
         self.sequence: int = max(0, int(sequence))
+        self._run_base = self.sequence       # everything at or below it was shown by an earlier run
         self.open_steps: Set[str] = set(open_steps)
         self.seen_event_ids: Set[str] = set()
         self.session_ids: List[str] = []
@@ -168,6 +169,8 @@ class PipelineMapper:
             for envelope in events:
                 if not isinstance(envelope, dict):
                     continue
+                if envelope.get("visibility") == "pending_backup":
+                    continue    # a provisional copy; the committed one follows under its own eventId
                 self._note_envelope(envelope)
                 event_id = _ident(envelope.get("eventId"))
                 sequence = _sequence(envelope.get("sequence"))
@@ -178,6 +181,7 @@ class PipelineMapper:
                     continue
                 out.extend(self._apply(envelope, event_id, sequence))
         self.sequence = max(self.sequence, _sequence(snapshot.get("lastSequence")))
+        self._run_base = max(self._run_base, self.sequence)   # recovery delivered everything up to here
         return out
 
     # ---- dedupe ---------------------------------------------------------------------------------
@@ -197,8 +201,12 @@ class PipelineMapper:
         sequence = _sequence(envelope.get("sequence"))
         if event_id is not None and event_id in self.seen_event_ids:
             return []
-        if 0 < sequence <= self.sequence:
+        if 0 < sequence <= self._run_base:
+            return []           # shown by an earlier run (the persisted cursor)
+        if event_id is None and 0 < sequence <= self.sequence:
             return []
+        # A new eventId above the run's starting cursor is applied even when it arrives out of sequence
+        # order (the runtime sends e.g. 35, 37, 36 after an early exit): dropping it would lose it.
         return self._apply(envelope, event_id, sequence)
 
     def _apply(self, envelope: Dict[str, Any], event_id: Optional[str], sequence: int) -> List[Event]:
