@@ -1,8 +1,11 @@
 """The terminal client (``python -m iaccode_agui.client``) driven in-process against a real adapter."""
 import io
 import os
+import select
+import signal
 import subprocess
 import sys
+import time
 from typing import Any, Dict, List
 
 from iaccode_agui.client import AguiTransport, main
@@ -101,7 +104,7 @@ def test_invalid_answers_are_asked_again(adapter):
 def test_question_by_option_number(adapter):
     run = Client(adapter, "a question please", answers=["2"])
     assert run.code == 0, run.text
-    assert "  Which region?\n" in run.text
+    assert "? ask_user_question (input_required)\n  Which region?\n" in run.text
     assert "1) Hangzhou [cn-hangzhou]" in run.text and "2) Beijing [cn-beijing]" in run.text
     assert "or type free text" in run.text
     assert "You chose: Beijing." in run.text
@@ -241,12 +244,54 @@ def test_colour_only_on_a_terminal_and_ascii_fallback(adapter, monkeypatch):
     assert raw.getvalue().decode("ascii") == '... think\n... more\n* bash({"command":"ls"})\n  -> a (+1 lines)\n'
 
 
-def test_help_in_a_subprocess():
+def _child_env() -> Dict[str, str]:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=root)
+    return dict(os.environ, PYTHONPATH=root)
+
+
+def test_help_in_a_subprocess():
     done = subprocess.run([sys.executable, "-m", "iaccode_agui.client", "--help"], capture_output=True,
-                          text=True, env=env, timeout=60)
+                          text=True, env=_child_env(), timeout=60)
     assert done.returncode == 0, done.stderr
     for flag in ("--url", "--token", "--thread", "--cwd", "--ros-invocation-id", "--language", "--run-mode",
                  "--pipeline-name", "--no-color", "MESSAGE"):
         assert flag in done.stdout
+
+
+def test_real_sigint_in_a_subprocess_cancels_the_run(adapter, demo):
+    """The in-process tests raise KeyboardInterrupt from the output; a real Ctrl-C lands in a socket read."""
+    child = subprocess.Popen([sys.executable, "-m", "iaccode_agui.client", "--url", adapter.url, "--cwd",
+                              adapter.workspace, "--thread", "sig", "--ros-invocation-id", "inv-s", "slow"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_child_env())
+    seen = b""
+    try:
+        deadline = time.monotonic() + 30
+        while b"slow-1" not in seen:
+            assert time.monotonic() < deadline, seen
+            ready, _, _ = select.select([child.stdout], [], [], 0.5)
+            if ready:
+                chunk = os.read(child.stdout.fileno(), 4096)
+                assert chunk, (seen, child.stderr.read())
+                seen += chunk
+        child.send_signal(signal.SIGINT)
+        rest, errors = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 130, errors
+    output = (seen + rest).decode("utf-8")
+    assert "cancel: cancelled" in output and "\x1b[" not in output
+    state = adapter.app.store.load("sig")
+    assert wait_for(lambda: ("CancelTask", state.execution.task_id) in demo.runtime.requests_log)
+
+
+def test_piped_stdin_repl_in_a_subprocess_echoes_answers(adapter):
+    done = subprocess.run([sys.executable, "-m", "iaccode_agui.client", "--url", adapter.url, "--cwd",
+                           adapter.workspace, "--thread", "piped"], input="write a file\nnope\n2\nhi\n",
+                          capture_output=True, text=True, env=_child_env(), timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "> write a file\n" in done.stdout
+    assert "answer [1-2; empty = cancel]: nope\ninvalid answer: " in done.stdout
+    assert "answer [1-2; empty = cancel]: 2\n" in done.stdout and "denied" in done.stdout
+    assert "You said: hi" in done.stdout and "\x1b[" not in done.stdout

@@ -16,6 +16,32 @@ DEFAULT_URL = "http://127.0.0.1:8000/"
 TOKEN_ENV = "IAC_CODE_AGUI_AUTH_TOKEN"
 
 
+def piped_input(stream: TextIO, out: TextIO) -> InputFn:
+    """Input for a non-interactive stdin: the answer read is echoed after its prompt.
+
+    The builtin ``input`` leaves the prompt without a line end when nothing is typed on a terminal, which
+    glues the next output line to it and leaves transcripts without the answers.
+    """
+    def read(prompt: str) -> str:
+        out.write(prompt)
+        line = stream.readline()
+        if not line:
+            out.flush()
+            raise EOFError
+        line = line.rstrip("\r\n")
+        out.write(line + "\n")
+        out.flush()
+        return line
+    return read
+
+
+def _stdin_is_terminal() -> bool:
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m iaccode_agui.client",
@@ -45,13 +71,16 @@ def main(argv: Optional[Sequence[str]] = None, input_fn: Optional[InputFn] = Non
          out: Optional[TextIO] = None, transport: Optional[AguiTransport] = None) -> int:
     args = build_parser().parse_args(argv)
     out = out if out is not None else sys.stdout
+    owned = transport is None
     if transport is None:
         token = args.token if args.token is not None else os.environ.get(TOKEN_ENV)
         transport = AguiTransport(args.url, token=token, language=args.language,
                                   timeout=(10.0, args.read_timeout))
     options = ClientOptions(thread_id=args.thread_id, cwd=args.cwd, ros_invocation_id=args.ros_invocation_id,
                             language=args.language, run_mode=args.run_mode, pipeline_name=args.pipeline_name)
-    client = TerminalClient(transport, options, input_fn or input, out, color=color_wanted(out, args.no_color))
+    if input_fn is None:
+        input_fn = input if _stdin_is_terminal() else piped_input(sys.stdin, out)
+    client = TerminalClient(transport, options, input_fn, out, color=color_wanted(out, args.no_color))
     words: List[str] = args.message
     try:
         if words:
@@ -61,4 +90,5 @@ def main(argv: Optional[Sequence[str]] = None, input_fn: Optional[InputFn] = Non
         client.renderer.end_line()
         return EXIT_INTERRUPTED
     finally:
-        transport.close()
+        if owned:
+            transport.close()

@@ -171,9 +171,11 @@ class AnswerForm:
 def show(form: AnswerForm, renderer: Renderer) -> None:
     """Everything the user needs to decide: message, descriptive metadata, options and the schema."""
     meta = form.metadata
-    heading = meta.get("title") or meta.get("toolName") or form.interrupt.get("reason") or "input needed"
-    renderer.line("%s%s (%s)" % (renderer.glyphs["ask"], heading, form.interrupt.get("reason", "?")),
-                  "yellow", "bold")
+    reason = str(form.interrupt.get("reason") or "input needed")
+    heading = str(meta.get("title") or meta.get("toolName") or meta.get("kind") or reason)
+    if heading != reason:
+        heading += " (%s)" % reason
+    renderer.line(renderer.glyphs["ask"] + heading, "yellow", "bold")
     for text in str(form.interrupt.get("message", "")).splitlines():
         renderer.line("  " + text)
     for key in ("purpose", "safeSummary"):

@@ -99,13 +99,10 @@ class TerminalClient:
             self.renderer.error("STREAM_BROKEN", str(exc))
             return RunResult(EXIT_ERROR, [])
         except KeyboardInterrupt:
-            try:
-                self._cancel(execution_id, ros_invocation_id)
-            finally:
-                stream.close()
+            self._cancel(execution_id, ros_invocation_id)
             return RunResult(EXIT_INTERRUPTED, [])
         finally:
-            stream.close()
+            stream.close()  # after the cancel above, never before it
         return RunResult(EXIT_ERROR, [])  # unreachable: the stream raises StreamBroken without a terminal event
 
     def _cancel(self, execution_id: Optional[str], ros_invocation_id: str) -> None:
@@ -139,12 +136,12 @@ class TerminalClient:
                 entries = [prompt.ask(prompt.AnswerForm(interrupt), self.input_fn, self.renderer)
                            for interrupt in result.interrupts]
             except EOFError:
-                self.renderer.end_line()
+                self.renderer.write("\n")
                 self.renderer.error("NO_ANSWER", "input ended; the interrupt stays pending on thread %s"
                                     % self.thread_id)
                 return EXIT_ERROR
             except KeyboardInterrupt:
-                self.renderer.end_line()
+                self.renderer.write("\n")  # the cursor still sits after the prompt
                 self.renderer.info("the interrupt stays pending on thread %s" % self.thread_id)
                 raise
             body = self._body(ros_invocation_id, resume=entries)
@@ -157,10 +154,10 @@ class TerminalClient:
             try:
                 line = self.input_fn(REPL_PROMPT)
             except EOFError:
-                self.renderer.end_line()
+                self.renderer.write("\n")  # the cursor still sits after the prompt
                 return status
             except KeyboardInterrupt:
-                self.renderer.end_line()
+                self.renderer.write("\n")
                 return EXIT_INTERRUPTED
             if line.strip():
                 status = self.send(line.strip())

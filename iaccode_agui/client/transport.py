@@ -62,7 +62,9 @@ class RunStream:
     """The events of one run, decoded lazily as the bytes arrive.
 
     Iteration stops after the terminal event; ``close()`` drops the connection at any time, which is how a
-    client leaves a run (the adapter treats the disconnect like its own cancel).
+    client leaves a run (the adapter treats the disconnect like its own cancel).  Iteration never closes
+    the connection itself, not even on KeyboardInterrupt: the owner decides, so it can call the cancel
+    extension while still attached.
     """
 
     def __init__(self, response: requests.Response) -> None:
@@ -93,8 +95,6 @@ class RunStream:
             raise StreamBroken(str(exc)) from None
         except requests.RequestException as exc:
             raise StreamBroken("the connection broke: %s" % exc) from None
-        finally:
-            self.close()
         raise StreamBroken("the stream ended before the run finished")
 
     def close(self) -> None:
