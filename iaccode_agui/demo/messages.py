@@ -3,7 +3,7 @@
 The checks are as strict as the real runtime's on purpose: the demo is where an adapter learns that it
 sent a seventh key in a permission answer, not production.
 """
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from iaccode_agui.demo import wire
 
@@ -105,3 +105,40 @@ def _number(value: Any) -> Optional[float]:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
+
+
+def answered_input(iac: Dict[str, Any], message: Dict[str, Any], text: str,
+                   task_id: str) -> Tuple[Optional[Dict[str, Any]], Optional[str], bool]:
+    """``(pending projection, permission decision, sideband)`` that ``message`` answers.
+
+    A task waits either on ``input`` (one projection, answered on a stream) or on ``pendingPermissions``
+    (candidate permissions of a pipeline, answered sideband).  ``(None, None, False)`` means the task
+    waits for nothing and the message is plain chat.  Raises ``RpcError`` for an answer that fits nothing.
+    """
+    single = iac.get("input")
+    sideband = [entry for entry in iac.get("pendingPermissions") or [] if isinstance(entry, dict)]
+    if looks_like_permission(message):
+        candidates = ([(single, False)] if isinstance(single, dict) and single.get("kind") == "permission" else [])
+        candidates += [(entry, True) for entry in sideband]
+        wanted = _answered_input_id(message)
+        chosen = next(((entry, side) for entry, side in candidates if entry.get("inputId") == wanted), None)
+        if chosen is None:
+            raise wire.RpcError(wire.INVALID_PARAMS, INVALID_PERMISSION)
+        return chosen[0], permission_decision(message, task_id, chosen[0]), chosen[1]
+    if isinstance(single, dict):
+        if single.get("kind") == "permission":
+            permission_decision(message, task_id, single)  # always raises: a text cannot answer it
+        if not text:
+            raise wire.RpcError(wire.INVALID_PARAMS, "A text answer is required.")
+        return single, None, False
+    if sideband:
+        raise wire.RpcError(wire.INVALID_PARAMS, "Task %s is waiting for a permission answer." % task_id)
+    return None, None, False
+
+
+def _answered_input_id(message: Dict[str, Any]) -> Any:
+    for part in message["parts"]:
+        data = part.get("data")
+        if isinstance(data, dict) and data.get("kind") == "permission":
+            return data.get("inputId")
+    return None

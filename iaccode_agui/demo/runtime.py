@@ -10,14 +10,14 @@ import os
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 from urllib.parse import parse_qs
 
-from iaccode_agui.demo import scenarios, tools, wire
-from iaccode_agui.demo.messages import (INVALID_PERMISSION, echo_user_message, iac_metadata,
-                                        looks_like_permission, permission_decision, user_text, validate_message)
+from iaccode_agui.demo import pipeline, scenarios, tools, wire
+from iaccode_agui.demo.messages import (answered_input, echo_user_message, iac_metadata, user_text,
+                                        validate_message)
 from iaccode_agui.demo.streams import EventStream
-from iaccode_agui.demo.tasks import ABORT, END, ERROR, SUBMITTED, TaskRecord, TaskStore
+from iaccode_agui.demo.tasks import ABORT, END, ERROR, SUBMITTED, WORKING, Subscriber, TaskRecord, TaskStore
 from iaccode_agui.demo.turns import Turn, start_producer
 
 MAX_BODY = 32 * 1024 * 1024
@@ -30,9 +30,10 @@ EXTENSIONS = (
      "params": {"stateEndpoint": "/iac-code/pipeline/state",
                 "eventBatchMetadataPath": "metadata.iac_code.pipelineBatch.events"}},
 )
-# run_mode -> scenario chooser(user text, iac_code metadata).  A pipeline mode registers itself here.
+# run_mode -> scenario chooser(user text, iac_code metadata).
 Chooser = Callable[[str, Dict[str, Any]], Tuple[scenarios.Scenario, Dict[str, Any]]]
-RUN_MODES: Dict[str, Chooser] = {"normal": scenarios.select}
+RUN_MODES: Dict[str, Chooser] = {"normal": scenarios.select, "pipeline": pipeline.select}
+SIDEBAND_ONLY = "Candidate permissions are answered with SendMessage."
 
 StartResponse = Callable[..., Any]
 
@@ -233,20 +234,28 @@ class ScriptedRuntime:
     # --- messages ---------------------------------------------------------------------------------------
     def _send_streaming(self, environ: Dict[str, Any], start_response: StartResponse, rpc_id: Any,
                         params: Dict[str, Any]) -> Iterable[bytes]:
-        task, sub, pings = self._accept_message(params)
-        return self._stream(environ, start_response, sub, rpc_id, pings=pings)
+        accepted = self._accept_message(params, streaming=True)
+        return self._stream(environ, start_response, accepted.sub, rpc_id, pings=accepted.pings)
 
     def _send_message(self, environ: Dict[str, Any], start_response: StartResponse, rpc_id: Any,
                       params: Dict[str, Any]) -> Iterable[bytes]:
-        """Blocking send: the Task once the turn parks or ends (or at once with ``returnImmediately``)."""
+        """Blocking send: the Task once the turn parks or ends (or at once with ``returnImmediately``).
+
+        A sideband permission answer gets a Message back instead, at once (its effects run in the
+        background and are seen through SubscribeToTask) unless the scenario holds it until the task parks.
+        """
         configuration = _configuration(params)
         history_length = _history_length(configuration.get("historyLength"))
-        task, sub, _ = self._accept_message(params)
-        try:
-            if not configuration.get("returnImmediately"):
-                self._drain(sub)
-        finally:
-            task.unsubscribe(sub)
+        accepted = self._accept_message(params, streaming=False)
+        task, sub = accepted.task, accepted.sub
+        if sub is not None:
+            try:
+                if not configuration.get("returnImmediately"):
+                    self._drain(sub)
+            finally:
+                task.unsubscribe(sub)
+        if accepted.ack is not None:
+            return _rpc_result(start_response, {"message": accepted.ack}, rpc_id)
         return _rpc_result(start_response, {"task": task.snapshot(history_length)}, rpc_id)
 
     def _drain(self, sub: Any) -> None:
@@ -260,16 +269,16 @@ class ScriptedRuntime:
                 if kind == END:
                     return
 
-    def _accept_message(self, params: Dict[str, Any]) -> Tuple[TaskRecord, Any, bool]:
+    def _accept_message(self, params: Dict[str, Any], streaming: bool) -> "Accepted":
         """Validate a message, claim its task and start the producer; errors surface before any SSE."""
         message = validate_message(params)
         _configuration(params)
         iac = iac_metadata(message)
         if isinstance(message.get("taskId"), str):
-            return self._continue_task(message)
+            return self._continue_task(message, streaming)
         return self._new_task(message, iac)
 
-    def _new_task(self, message: Dict[str, Any], iac: Dict[str, Any]) -> Tuple[TaskRecord, Any, bool]:
+    def _new_task(self, message: Dict[str, Any], iac: Dict[str, Any]) -> "Accepted":
         run_mode = iac.get("run_mode", "normal")
         chooser = RUN_MODES.get(run_mode) if isinstance(run_mode, str) else None
         if chooser is None:
@@ -300,9 +309,9 @@ class ScriptedRuntime:
 
         sub = task.claim_turn(None, first)
         start_producer("demo-turn-" + task.id[:8], body, task, self._producers)
-        return task, sub, scenario.pings
+        return Accepted(task, sub, scenario.pings)
 
-    def _continue_task(self, message: Dict[str, Any]) -> Tuple[TaskRecord, Any, bool]:
+    def _continue_task(self, message: Dict[str, Any], streaming: bool) -> "Accepted":
         task = self.store.get(message["taskId"])
         if task is None:
             raise wire.RpcError(wire.TASK_NOT_FOUND, "Task not found")
@@ -316,38 +325,39 @@ class ScriptedRuntime:
 
         def prepare() -> None:
             """Runs under the task lock, so two racing answers cannot both be accepted."""
-            pending = task.iac.get("input")
-            kind = pending.get("kind") if pending else None
-            if kind == "permission":
-                plan["decision"] = permission_decision(message, task.id, pending)
-            elif looks_like_permission(message):  # an answer to a permission that is no longer pending
-                raise wire.RpcError(wire.INVALID_PARAMS, INVALID_PERMISSION)
-            elif pending is not None and not text:
-                raise wire.RpcError(wire.INVALID_PARAMS, "A text answer is required.")
-            plan["pending"] = pending
-            if pending is not None:
+            pending, decision, sideband = answered_input(task.iac, message, text, task.id)
+            if sideband and streaming:
+                raise wire.RpcError(wire.INVALID_PARAMS, SIDEBAND_ONLY)
+            plan.update(pending=pending, decision=decision, sideband=sideband)
+            if sideband:
+                left = [entry for entry in task.iac.get("pendingPermissions", []) if entry is not pending]
+                task.iac.pop("pendingPermissions", None)
+                if left:
+                    task.iac["pendingPermissions"] = left
+                # accepted without a stream: GetTask must already show the task working again
+                task.status = {"state": WORKING, "timestamp": wire.utc_timestamp()}
+                turn.follow_mark = task.mark()
+            elif pending is not None:
                 task.iac.pop("input", None)
                 task.iac.pop("permission", None)
 
         sub = task.claim_turn(prepare, None)
+        ack = None
+        if plan["sideband"]:
+            ack = _permission_ack(task, message)
+            if not task.scenario.holds_ack(task.scenario_state):
+                task.unsubscribe(sub)  # acknowledged at once; the work below is only seen by subscribers
+                sub = None
 
         def body() -> None:
-            pending = plan["pending"]
-            if pending is None:
+            if plan["pending"] is None:
                 turn.working()
                 scenarios.greet(turn)
                 return
-            received = {"kind": pending["kind"], "inputId": pending["inputId"], "toolUseId": pending["toolUseId"]}
-            if "decision" in plan:
-                received["decision"] = plan["decision"]
-                turn.input_received(received)
-                task.scenario.on_permission(turn, plan["decision"], pending)
-            else:
-                turn.input_received(received)
-                task.scenario.on_answer(turn, text, pending)
+            task.scenario.resume(turn, plan["pending"], text, plan["decision"])
 
         start_producer("demo-turn-" + task.id[:8], body, task, self._producers)
-        return task, sub, True
+        return Accepted(task, sub, True, ack)
 
     def _turn(self, task: TaskRecord, text: str) -> Turn:
         self._producers[:] = [t for t in self._producers if t.is_alive()]
@@ -379,6 +389,14 @@ class ScriptedRuntime:
 
 
 # --- helpers ---------------------------------------------------------------------------------------------
+class Accepted(NamedTuple):
+    """A message the runtime took: its task, the mailbox of its stream (None: no stream), its ack."""
+    task: TaskRecord
+    sub: Optional[Subscriber]
+    pings: bool
+    ack: Optional[Dict[str, Any]] = None
+
+
 def _valid_id(rpc_id: Any) -> bool:
     return rpc_id is None or (isinstance(rpc_id, (str, int)) and not isinstance(rpc_id, bool))
 
@@ -429,6 +447,13 @@ def _text(start_response: StartResponse, status: str, text: str) -> List[bytes]:
     data = text.encode("utf-8")
     start_response(status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(data)))])
     return [data]
+
+
+def _permission_ack(task: TaskRecord, message: Dict[str, Any]) -> Dict[str, Any]:
+    """The Message a sideband permission answer gets back (instead of the Task)."""
+    data = next(part["data"] for part in message["parts"] if isinstance(part.get("data"), dict))
+    return {"messageId": "ack-" + uuid.uuid4().hex[:12], "contextId": task.context_id, "taskId": task.id,
+            "role": "ROLE_AGENT", "parts": [{"data": {"kind": "permission_ack", "inputId": data["inputId"]}}]}
 
 
 def _raw_json(start_response: StartResponse, data: bytes) -> List[bytes]:

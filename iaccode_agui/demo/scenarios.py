@@ -1,5 +1,6 @@
 """Scripted behaviours of the demo runtime, chosen from the user text of a NEW task.
 
+These are the normal run mode's; ``run_mode: "pipeline"`` runs the scenarios of ``pipeline`` instead.
 Matching is case-insensitive on whole words, first match wins, in this order:
 
 ==================  =====================================================================================
@@ -71,6 +72,21 @@ class Scenario:
 
     def start(self, turn: Turn) -> None:
         greet(turn)
+
+    def resume(self, turn: Turn, pending: Dict[str, Any], answer: str, decision: Optional[str]) -> None:
+        """A message answered ``pending``: acknowledge it, then go on (``decision`` set for permissions)."""
+        received = {"kind": pending["kind"], "inputId": pending["inputId"], "toolUseId": pending["toolUseId"]}
+        if decision is not None:
+            received["decision"] = decision
+            turn.input_received(received)
+            self.on_permission(turn, decision, pending)
+            return
+        turn.input_received(received)
+        self.on_answer(turn, answer, pending)
+
+    def holds_ack(self, turn_state: Dict[str, Any]) -> bool:
+        """Whether a sideband answer's ack waits until the task parks again (default: sent at once)."""
+        return False
 
     def on_permission(self, turn: Turn, decision: str, envelope: Dict[str, Any]) -> None:
         raise NotImplementedError("%s never asks for permission" % self.name)

@@ -45,6 +45,8 @@ class Subscriber:
     def __init__(self, task: "TaskRecord", turn_bound: bool) -> None:
         self.task = task
         self.turn_bound = turn_bound
+        task.serial += 1  # callers hold the task lock
+        self.serial = task.serial
         self.items: Deque[Item] = deque()
         self.cond = threading.Condition(task.lock)
 
@@ -81,6 +83,8 @@ class TaskRecord:
         self.iac: Dict[str, Any] = {"iacCodeSessionId": session_id}
         self.artifacts: List[Dict[str, Any]] = []
         self.subscribers: List[Subscriber] = []
+        self.serial = 0                        # streams opened so far (numbers every Subscriber)
+        self._held: List[Subscriber] = []      # turn streams kept silent until the turn ends
         self.turn_active = False
         self.revision = 0
         # What the scripted scenario needs between turns (cwd, language, pending input, step, ...).
@@ -186,9 +190,10 @@ class TaskRecord:
         """The producer is done: streams opened by this turn end; subscriptions keep going."""
         with self.lock:
             self.turn_active = False
-            for sub in self.subscribers:
+            for sub in self.subscribers + self._held:
                 if sub.turn_bound:
                     sub.push((END, None))
+            self._held = []
             self.room.notify_all()
 
     def subscribe(self, history_length: Optional[int]) -> Subscriber:
@@ -211,6 +216,36 @@ class TaskRecord:
     @property
     def observed(self) -> bool:
         return bool(self.subscribers)
+
+    def mark(self) -> int:
+        """A point in time for ``followed_after``: every stream opened later has a higher serial."""
+        return self.serial
+
+    def followed_after(self, mark: int) -> bool:
+        """Whether a SubscribeToTask stream opened after ``mark`` is attached.
+
+        Only a new one counts: an earlier subscription may linger until the server notices its client left.
+        """
+        with self.lock:
+            return any(not sub.turn_bound and sub.serial > mark for sub in self.subscribers)
+
+    def detach_turn_streams(self, hold: bool = False) -> int:
+        """Stop feeding the streams opened by the running turn; the turn goes on for subscribers only.
+
+        This is how the runtime lets an answer's stream close early (at ``working``) and finishes the work
+        in the background, which a client can only follow with SubscribeToTask.  ``hold`` keeps those
+        streams open and silent until the turn ends, as if their reader were slow to notice the end.
+        Returns the mark to wait for a follower from.
+        """
+        with self.lock:
+            for sub in [s for s in self.subscribers if s.turn_bound]:
+                self.subscribers.remove(sub)
+                if hold:
+                    self._held.append(sub)
+                else:
+                    sub.push((END, None))
+            self.room.notify_all()
+            return self.serial
 
     def sleep(self, seconds: float, while_observed: bool = False) -> bool:
         """Wait like a slow LLM; False when the last reader left first (only if ``while_observed``)."""

@@ -29,6 +29,10 @@ _PROMPTS: Dict[str, Dict[str, Tuple[str, str]]] = {
         "en": ("Run a local shell command", "Execute a local command needed for the requested infrastructure task."),
         "zh": ("运行本地 Shell 命令", "执行完成所请求的基础设施任务所需的本地命令。"),
     },
+    "cloud_change": {
+        "en": ("Create cloud resources", "Create a preview stack to validate a candidate architecture."),
+        "zh": ("创建云资源", "创建预览资源栈以验证候选架构。"),
+    },
 }
 _ALLOW_ONCE = {"en": ("Allow once", "Allow once?"), "zh": ("允许一次", "是否允许一次？")}
 _DENY = {"en": "Deny", "zh": "拒绝"}

@@ -30,6 +30,8 @@ class Turn:
         self.user_text = user_text
         self.slow_interval = slow_interval
         self._record_tool = record_tool
+        # Streams opened after this mark count as followers (set when a stream is cut or an ack sent).
+        self.follow_mark = task.mark()
 
     # --- shapes -----------------------------------------------------------------------------------------
     @property
@@ -93,6 +95,32 @@ class Turn:
         iac = {"error": error} if error else {}
         self.task.publish(self._update(FAILED, iac, message, timestamp=True),
                           iac_set=dict(iac), iac_drop=("input", "permission"))
+
+    def signal(self, state: str, iac: Dict[str, Any], *, iac_set: Optional[Dict[str, Any]] = None,
+               iac_drop: Tuple[str, ...] = (), timestamp: bool = False) -> None:
+        """A bare status update carrying ``iac`` (pipeline envelopes use it; they own their shapes)."""
+        self.task.publish(self._update(state, iac, timestamp=timestamp), iac_set=iac_set, iac_drop=iac_drop)
+
+    def detach(self, hold: bool = False) -> None:
+        """Close the stream of the message that started this turn; the work goes on for subscribers.
+
+        With ``hold`` the stream stays open, silent, until the turn ends (see ``detach_turn_streams``).
+        """
+        self.follow_mark = self.task.detach_turn_streams(hold)
+
+    def wait_for_follower(self, limit: float) -> bool:
+        """Pause until a SubscribeToTask stream opened after ``follow_mark`` is attached (or ``limit`` s).
+
+        Background work after an early-closed stream stands for minutes of real work; waiting for a
+        follower makes "the client missed nothing" deterministic instead of a race with a sleep.
+        """
+        deadline = self.task.store.clock() + limit
+        while not self.task.followed_after(self.follow_mark):
+            remaining = deadline - self.task.store.clock()
+            if remaining <= 0:
+                return False
+            self.task.sleep(min(remaining, 0.02))
+        return True
 
     def drop_connection(self, partial: bytes = b"") -> None:
         """Cut the turn's stream mid-body; the task then reads FAILED so a client that resyncs sees an end."""

@@ -88,16 +88,9 @@ def drive_resume(worker: RunWorker, req: RunRequest, ctx: RunContext, state: Thr
 
     # 3b. Pipeline catch-up: the state endpoint (from the persisted cursor) is the single source of missed
     # events; the snapshot's own pipeline suffix is never replayed.
-    if req.run_mode == "pipeline" or execution.pipeline_sequence or execution.pipeline_open_steps:
-        try:
-            recovered = client.get_pipeline_state(task_id, execution.pipeline_sequence)
-        except A2AError as exc:
-            log.warning("pipeline state of task %s unavailable: %s", task_id, exc)
-            recovered = None
-        if recovered is not None:
-            worker.apply(projector.recover_pipeline(recovered))
-            if projector.done:
-                return None
+    pipeline_mode = bool(req.run_mode == "pipeline" or execution.pipeline_sequence or execution.pipeline_open_steps)
+    if pipeline_mode and _recover_pipeline(worker, task_id, execution.pipeline_sequence):
+        return None
 
     # 4. Reconcile: inputs the snapshot shows that we did not know become pending too (never erased).
     newly = [(value, sideband) for value, sideband in discovered if value["inputId"] not in projector.pending]
@@ -148,8 +141,20 @@ def drive_resume(worker: RunWorker, req: RunRequest, ctx: RunContext, state: Thr
         if ended or projector.done:
             return None
     if not projector.done:
-        _follow(worker, task_id)
+        _follow(worker, task_id, pipeline_mode)
     return None
+
+
+def _recover_pipeline(worker: RunWorker, task_id: str, cursor: int) -> bool:
+    """Catch up from ``/iac-code/pipeline/state``; True when that ended the run."""
+    try:
+        recovered = worker.client.get_pipeline_state(task_id, cursor)
+    except A2AError as exc:
+        log.warning("pipeline state of task %s unavailable: %s", task_id, exc)
+        return False
+    if recovered is not None:
+        worker.apply(worker.projector.recover_pipeline(recovered))
+    return worker.projector.done
 
 
 def _persist_discovered(worker: RunWorker, newly: List[Any]) -> None:
@@ -253,8 +258,14 @@ def _cancel_answer(worker: RunWorker, task_id: str, interrupt_id: str, entry: Di
     return None
 
 
-def _follow(worker: RunWorker, task_id: str) -> None:
-    """The answers went through but no boundary was seen yet: follow the task to its next boundary."""
+def _follow(worker: RunWorker, task_id: str, pipeline_mode: bool) -> None:
+    """The answers went through but no boundary was seen yet: follow the task to its next boundary.
+
+    In pipeline mode the events produced meanwhile (e.g. after a sideband answer) are recovered from the
+    state endpoint first, so nothing between the answer and the next boundary is lost.
+    """
+    if pipeline_mode and _recover_pipeline(worker, task_id, worker.projector.pipeline.sequence):
+        return
     snapshot: Optional[Dict[str, Any]] = None
     try:
         snapshot = worker.client.get_task(task_id, history_length=0)
