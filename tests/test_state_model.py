@@ -129,7 +129,7 @@ def test_document_shape_is_camel_case_and_sorted():
     assert ex["pipelineOpenSteps"] == ["step-a", "step-b"]
     assert ex["textSnapshotDigests"] == [D2, D1]
     assert ex["pending"]["input-2"] == {"value": {"inputId": "input-2", "kind": "question"}, "sideband": False,
-                                        "expiresAt": None}
+                                        "expiresAt": None, "answerDigest": None}
     assert [(a["executionId"], a["interruptId"]) for a in doc["appliedResumeDigests"]] == [
         ("exec-1", "q-1"), ("exec-2", "q-9")]
     assert doc["terminalExecutionIds"] == ["exec-0", "exec-1"]

@@ -312,9 +312,13 @@ class A2AClient:
         connect_timeout: float = 5.0,
         read_timeout: float = 3600.0,
         pool_size: int = 64,
+        quick_timeout: float = 30.0,
     ) -> None:
         self.base_url = base_url.rstrip("/") + "/"
         self._timeout = (connect_timeout, read_timeout)
+        # Lookups and cancels answer at once on a healthy runtime; they must never hold a caller (or a
+        # thread's admission lock) for the long streaming read timeout.
+        self._quick = (connect_timeout, min(read_timeout, quick_timeout))
         session = requests.Session()
         # The runtime is local: proxy variables and ~/.netrc must not reroute the call or replace our
         # Authorization header, which requests does when trust_env is on.
@@ -340,10 +344,10 @@ class A2AClient:
         return self._call("SendMessage", params)
 
     def get_task(self, task_id: str, history_length: int = 100) -> Dict[str, Any]:
-        return self._call("GetTask", {"id": task_id, "historyLength": history_length})
+        return self._call("GetTask", {"id": task_id, "historyLength": history_length}, quick=True)
 
     def cancel_task(self, task_id: str) -> Dict[str, Any]:
-        return self._call("CancelTask", {"id": task_id})
+        return self._call("CancelTask", {"id": task_id}, quick=True)
 
     @staticmethod
     def _envelope(method: str, params: Dict[str, Any]) -> Tuple[str, bytes]:
@@ -351,10 +355,10 @@ class A2AClient:
         body = {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}
         return rpc_id, json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
-    def _call(self, method: str, params: Dict[str, Any]) -> Dict[str, Any]:
+    def _call(self, method: str, params: Dict[str, Any], quick: bool = False) -> Dict[str, Any]:
         rpc_id, payload = self._envelope(method, params)
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        resp = self._request("POST", self.base_url, method, data=payload, headers=headers)
+        resp = self._request("POST", self.base_url, method, data=payload, headers=headers, quick=quick)
         with resp:
             if resp.status_code != 200:
                 raise _status_error(resp, method)
@@ -392,7 +396,7 @@ class A2AClient:
         what = "session restore"
         url = self.base_url + "iac-code/session/ensure-restored"
         body = {"cwd": cwd, "sessionId": session_id, "taskId": task_id}
-        with self._request("POST", url, what, json=body) as resp:
+        with self._request("POST", url, what, json=body, quick=True) as resp:
             if resp.status_code == 404:
                 raise SessionLost("the A2A runtime no longer has session %s" % session_id)
             if resp.status_code == 409:
@@ -413,17 +417,17 @@ class A2AClient:
         what = "pipeline state"
         url = self.base_url + "iac-code/pipeline/state"
         params = {"taskId": task_id, "afterSequence": str(after_sequence)}
-        with self._request("GET", url, what, params=params) as resp:
+        with self._request("GET", url, what, params=params, quick=True) as resp:
             if resp.status_code == 404:
                 return None
             return self._object(resp, what)
 
     def health(self) -> Dict[str, Any]:
-        with self._request("GET", self.base_url + "health", "health") as resp:
+        with self._request("GET", self.base_url + "health", "health", quick=True) as resp:
             return self._object(resp, "health")
 
     def agent_card(self) -> Dict[str, Any]:
-        with self._request("GET", self.base_url + ".well-known/agent-card.json", "agent card") as resp:
+        with self._request("GET", self.base_url + ".well-known/agent-card.json", "agent card", quick=True) as resp:
             return self._object(resp, "agent card")
 
     def close(self) -> None:
@@ -437,9 +441,9 @@ class A2AClient:
 
     # -- plumbing ---------------------------------------------------------------------------------------
 
-    def _request(self, http_method: str, url: str, what: str, **kwargs: Any) -> requests.Response:
+    def _request(self, http_method: str, url: str, what: str, quick: bool = False, **kwargs: Any) -> requests.Response:
         try:
-            return self._session.request(http_method, url, timeout=self._timeout, **kwargs)
+            return self._session.request(http_method, url, timeout=self._quick if quick else self._timeout, **kwargs)
         except requests.RequestException as exc:
             raise A2AUnavailable("%s: cannot reach the A2A runtime at %s: %s" % (what, self.base_url, exc)) from exc
 

@@ -187,9 +187,11 @@ class RunManager:
                 self.expiry.schedule_state(txn.state)
                 admitted = admission_rules.admit(txn.state, req, owner=self.owner, now=self.clock(),
                                                  lease_free=lease is not None)
-                if admitted.orphan_task_id:
-                    log.warning("thread %s: run owner is gone; cancelling orphaned task %s",
-                                req.thread_id, admitted.orphan_task_id)
+                for task_id in (admitted.orphan_task_id, admitted.expired_task_id):
+                    # Before the save that forgets the task: a crash in between repeats the cancel
+                    # on the next admission instead of losing it.
+                    if task_id:
+                        self._cancel_quietly(task_id, req.thread_id)
                 txn.save(admitted.state)
         except AguiError:
             if lease is not None:
@@ -216,7 +218,8 @@ class RunManager:
         execution = state.execution
         applied = frozenset(item.interrupt_id for item in state.applied_resume_digests
                             if item.execution_id == execution.execution_id)
-        pending = {key: {"value": item.value, "sideband": item.sideband, "expiresAt": item.expires_at}
+        pending = {key: {"value": item.value, "sideband": item.sideband, "expiresAt": item.expires_at,
+                         "answerDigest": item.answer_digest}
                    for key, item in execution.pending.items()}
         return RunContext(
             thread_id=req.thread_id, run_id=req.run_id, parent_run_id=req.parent_run_id,
@@ -227,26 +230,23 @@ class RunManager:
             interrupt_ttl=self.settings.interrupt_ttl, generic=self.upstream_is_generic(),
             pipeline_sequence=execution.pipeline_sequence, pipeline_open_steps=tuple(execution.pipeline_open_steps))
 
+    def _cancel_quietly(self, task_id: str, thread_id: str) -> None:
+        log.warning("thread %s: cancelling task %s left behind by a dead run or expired interrupts",
+                    thread_id, task_id)
+        try:
+            self.client.cancel_task(task_id)
+        except A2AError as exc:
+            log.info("best-effort cancel of task %s failed: %s", task_id, exc)
+
     def _driver(self, req: RunRequest, admitted: admission_rules.Admission, ctx: RunContext):
-        cleanup_task = admitted.orphan_task_id or admitted.expired_task_id
-
-        def cleanup() -> None:
-            if cleanup_task:
-                try:
-                    self.client.cancel_task(cleanup_task)
-                except A2AError as exc:
-                    log.info("best-effort cancel of task %s failed: %s", cleanup_task, exc)
-
         if admitted.expired_resume:
             def drive_expired(worker: RunWorker) -> None:
-                cleanup()
                 worker.apply(worker.projector.abort("EXECUTION_EXPIRED", errors.MSG_EXECUTION_EXPIRED))
             return drive_expired
         if req.is_resume:
             from iaccode_agui.runs.resume import drive_resume
 
             def drive(worker: RunWorker) -> None:
-                cleanup()
                 drive_resume(worker, req, ctx, admitted.state)
             return drive
         metadata = dialect.build_metadata(req.props, req.cwd, ctx.language)
@@ -255,7 +255,6 @@ class RunManager:
                                         metadata)
 
         def drive_new(worker: RunWorker) -> None:
-            cleanup()
             drive_new_turn(worker, message)
         return drive_new
 

@@ -57,9 +57,19 @@ class StateRecorder:
         def change(state: ThreadState) -> bool:
             state.execution.pending = {
                 key: PendingInterrupt(value=dict(item["value"]), sideband=bool(item.get("sideband")),
-                                      expires_at=item.get("expiresAt"))
+                                      expires_at=item.get("expiresAt"), answer_digest=item.get("answerDigest"))
                 for key, item in pending.items()}
             state.execution.text_snapshot_digests = sorted(set(digests))
+            return True
+        self._update(change)
+
+    def mark_in_flight(self, interrupt_id: str, digest: str) -> None:
+        """Remember the answer about to be sent, so a crash before its acceptance is recognisable later."""
+        def change(state: ThreadState) -> bool:
+            pending = state.execution.pending.get(interrupt_id)
+            if pending is None or pending.answer_digest == digest:
+                return False
+            pending.answer_digest = digest
             return True
         self._update(change)
 

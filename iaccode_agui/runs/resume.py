@@ -92,7 +92,11 @@ def drive_resume(worker: RunWorker, req: RunRequest, ctx: RunContext, state: Thr
     if pipeline_mode and _recover_pipeline(worker, task_id, execution.pipeline_sequence):
         return None
 
-    # 4. Reconcile: inputs the snapshot shows that we did not know become pending too (never erased).
+    # 4. Reconcile: an answer sent before a crash that the runtime already consumed is applied now;
+    # inputs the snapshot shows that we did not know become pending too (never erased).
+    recovered = _recover_in_flight(worker, task_state, task, applied)
+    if recovered is None:
+        return None
     newly = [(value, sideband) for value, sideband in discovered if value["inputId"] not in projector.pending]
     pending_values = {key: dict(item["value"]) for key, item in projector.pending.items()}
     for value, _ in newly:
@@ -103,6 +107,12 @@ def drive_resume(worker: RunWorker, req: RunRequest, ctx: RunContext, state: Thr
     except AguiError as exc:
         if newly:
             _persist_discovered(worker, newly)
+        if recovered and exc.code == "RESUME_ALREADY_APPLIED" and all(
+                applied.get(entry.get("interruptId")) == rules.resume_digest(entry) for entry in entries):
+            # The client retries the very answer the runtime took before the crash: continue from there.
+            worker.apply(projector.accept())
+            _follow(worker, task_id, pipeline_mode)
+            return None
         return _fail(worker, exc.code, exc.message)
     if plan.discovery or plan.stale:
         for interrupt_id in plan.stale:
@@ -125,6 +135,13 @@ def drive_resume(worker: RunWorker, req: RunRequest, ctx: RunContext, state: Thr
         entry = entries_by_id[answer.interrupt_id]
         value = pending_values[answer.interrupt_id]
         projector.answering.discard(answer.interrupt_id)
+        try:
+            worker.recorder.mark_in_flight(answer.interrupt_id, rules.resume_digest(entry))
+        except StateWriteFailed as exc:
+            log.error("answer %s not sent: its in-flight record could not be saved: %s", answer.interrupt_id, exc)
+            return _fail(worker, "STATE_PERSISTENCE_FAILED", errors.MSG_STATE_PERSISTENCE_FAILED)
+        if answer.interrupt_id in projector.pending:
+            projector.pending[answer.interrupt_id]["answerDigest"] = rules.resume_digest(entry)
         if answer.mode == rules.MODE_CANCEL:
             _cancel_answer(worker, task_id, answer.interrupt_id, entry)
             return None
@@ -155,6 +172,34 @@ def _recover_pipeline(worker: RunWorker, task_id: str, cursor: int) -> bool:
     if recovered is not None:
         worker.apply(worker.projector.recover_pipeline(recovered))
     return worker.projector.done
+
+
+def _recover_in_flight(worker: RunWorker, task_state: str, task: Dict[str, Any],
+                       applied: Dict[str, str]) -> Optional[List[str]]:
+    """Pending interrupts whose answer was sent but never seen accepted (the adapter died in between).
+
+    If the task no longer waits for that input, the runtime consumed the answer: it is committed now
+    with the digest recorded before sending.  Returns the recovered ids, or None when the run ended.
+    """
+    waiting = set()
+    if task_state == "input-required":
+        waiting = {value.get("inputId") for value, _ in
+                   interrupts.read_required_inputs(dialect.iac_code_metadata(task))}
+    recovered: List[str] = []
+    for interrupt_id, item in list(worker.projector.pending.items()):
+        digest = item.get("answerDigest")
+        if not digest or interrupt_id in waiting:
+            continue
+        try:
+            worker.recorder.commit_answer(interrupt_id, digest)
+        except StateWriteFailed as exc:
+            log.error("could not record the answer %s the runtime already took: %s", interrupt_id, exc)
+            _fail(worker, "STATE_PERSISTENCE_FAILED", errors.MSG_STATE_PERSISTENCE_FAILED)
+            return None
+        worker.projector.mark_applied(interrupt_id)
+        applied[interrupt_id] = digest
+        recovered.append(interrupt_id)
+    return recovered
 
 
 def _persist_discovered(worker: RunWorker, newly: List[Any]) -> None:

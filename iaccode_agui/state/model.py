@@ -71,6 +71,9 @@ class PendingInterrupt:
     value: Dict[str, Any]
     sideband: bool = False
     expires_at: Optional[str] = None
+    # Digest of an answer sent upstream whose acceptance was not seen yet (the adapter may have died
+    # in between): a later resume uses it to recognise an answer the runtime already applied.
+    answer_digest: Optional[str] = None
 
     def is_expired(self, now: float) -> bool:
         """True once ``now`` (epoch seconds) has reached ``expires_at``; never without an expiry."""
@@ -166,7 +169,8 @@ class ThreadState:
                 "pipelineOpenSteps": sorted(set(ex.pipeline_open_steps)),
                 "textSnapshotDigests": sorted(set(ex.text_snapshot_digests)),
                 "pending": {
-                    key: {"value": copy.deepcopy(p.value), "sideband": p.sideband, "expiresAt": p.expires_at}
+                    key: {"value": copy.deepcopy(p.value), "sideband": p.sideband, "expiresAt": p.expires_at,
+                          "answerDigest": p.answer_digest}
                     for key, p in ex.pending.items()
                 },
                 "expiredInterruptIds": sorted(set(ex.expired_interrupt_ids)),
@@ -250,7 +254,7 @@ _EXECUTION_KEYS = (
     "executionId", "rosInvocationId", "taskId", "pipelineSequence", "pipelineOpenSteps",
     "textSnapshotDigests", "pending", "expiredInterruptIds",
 )
-_PENDING_KEYS = ("value", "sideband", "expiresAt")
+_PENDING_KEYS = ("value", "sideband", "expiresAt", "answerDigest")
 _APPLIED_KEYS = ("executionId", "interruptId", "digest")
 _ACTIVE_RUN_KEYS = ("runId", "owner", "startedAt", "kind")
 
@@ -332,7 +336,11 @@ def _pending_map(value: Any) -> Dict[str, PendingInterrupt]:
                 parse_iso_utc(expires)
             except ValueError:
                 raise StateCorrupt(where + ".expiresAt must be an ISO-8601 UTC timestamp") from None
-        result[key] = PendingInterrupt(value=copy.deepcopy(projection), sideband=entry["sideband"], expires_at=expires)
+        answer = entry["answerDigest"]
+        if answer is not None:
+            _digest(answer, where + ".answerDigest")
+        result[key] = PendingInterrupt(value=copy.deepcopy(projection), sideband=entry["sideband"], expires_at=expires,
+                                       answer_digest=answer)
     return result
 
 
