@@ -60,8 +60,19 @@ class AguiApp:
         ], strict_slashes=False)
 
     # ---- WSGI entry -------------------------------------------------------------------------
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop for an embedder: refuse new runs, let active ones finish up to ``timeout``, then cancel."""
+        self.manager.draining = True
+        if not self.manager.wait_idle(timeout):
+            self.manager.cancel_all()
+            self.manager.wait_idle(5.0)
+        self.manager.expiry.stop()
+        self.client.close()
+
     def __call__(self, environ: Dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         started = time.monotonic()
+        if not environ.get("PATH_INFO"):
+            environ["PATH_INFO"] = "/"   # mounted under a prefix and called without the trailing slash
         request = Request(environ)
         language = i18n.negotiate(request.headers.get("Accept-Language"), self.settings.default_language)
         info: Dict[str, Any] = {"route": "unknown"}

@@ -268,8 +268,8 @@ def test_reader_without_read1_uses_chunked_reads(client, monkeypatch):
         def read_chunked(self, *args, **kwargs):
             return self._raw.read_chunked(*args, **kwargs)
 
-    original = client_mod._reader
-    monkeypatch.setattr(client_mod, "_reader", lambda raw, size: original(NoRead1(raw), size))
+    original = client_mod.body_reader
+    monkeypatch.setattr(client_mod, "body_reader", lambda raw, size: original(NoRead1(raw), size))
     assert list(_stream(client, "normal")) == RESULTS
 
 

@@ -4,7 +4,12 @@ The adapter must not assume it owns the URL root or that it runs on waitress: th
 waitress and by the stdlib ``wsgiref`` server (threaded), which has no ``waitress.client_disconnected``
 probe, so there a vanished client is only noticed when a heartbeat write fails.  The stack below is the
 example the README gives to embedders.
+
+Live streams are read with ``http.client``'s ``read1``: wsgiref answers HTTP/1.0 with a close-delimited
+body, which ``requests``' ``iter_content`` only hands over once the connection closes, while a browser's
+``EventSource`` (and ``read1``) sees each frame as it is written.
 """
+import http.client
 import json
 import os
 import socketserver
@@ -21,8 +26,8 @@ from werkzeug.middleware.dispatcher import DispatcherMiddleware
 import iaccode_agui
 from iaccode_agui.config import Settings
 from iaccode_agui.serving import ServerThread
-from tests.agui_checker import check_stream, types
-from tests.harness import interrupt_of, read_sse_until, session_of, text_of, wait_for
+from tests.agui_checker import check_stream, parse_sse, types
+from tests.harness import interrupt_of, session_of, text_of, wait_for
 
 PREFIX = "/agui"
 
@@ -47,7 +52,8 @@ class QuietHandler(WSGIRequestHandler):
 class WsgirefServer:
     def __init__(self, app: Any) -> None:
         self.httpd = make_server("127.0.0.1", 0, app, server_class=ThreadingWSGIServer, handler_class=QuietHandler)
-        self.url = "http://127.0.0.1:%d/" % self.httpd.server_port
+        self.port = self.httpd.server_port
+        self.url = "http://127.0.0.1:%d/" % self.port
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                        name="wsgiref-loop", daemon=True)
         self.thread.start()
@@ -61,6 +67,7 @@ class WsgirefServer:
 class WaitressServer:
     def __init__(self, app: Any) -> None:
         self.server = ServerThread(app, threads=16, slice_seconds=0.05)
+        self.port = self.server.port
         self.url = self.server.url
 
     def stop(self) -> None:
@@ -87,9 +94,9 @@ class Site:
             body["resume"] = resume
         return body
 
-    def post(self, body: Dict[str, Any], path: str = "", stream: bool = False, url: Optional[str] = None,
+    def post(self, body: Dict[str, Any], path: str = "", url: Optional[str] = None,
              timeout: float = 30) -> requests.Response:
-        return requests.post(url or self.base + path, data=json.dumps(body), stream=stream, timeout=timeout,
+        return requests.post(url or self.base + path, data=json.dumps(body), timeout=timeout,
                              headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
 
     def run(self, body: Dict[str, Any], url: Optional[str] = None) -> List[Dict[str, Any]]:
@@ -97,6 +104,35 @@ class Site:
         assert response.status_code == 200, response.text
         assert response.headers["Content-Type"].startswith("text/event-stream")
         return check_stream(response.content)
+
+
+class LiveStream:
+    """A POSTed run read frame by frame as the bytes arrive."""
+
+    def __init__(self, site: Site, body: Dict[str, Any]) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", site.server.port, timeout=10)
+        self.conn.request("POST", PREFIX + "/", body=json.dumps(body),
+                          headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
+        self.response = self.conn.getresponse()
+        assert self.response.status == 200, self.response.read()
+        self.raw = b""
+        self.events: List[Dict[str, Any]] = []
+
+    def until(self, stop_type: str, limit: float = 10.0) -> List[Dict[str, Any]]:
+        deadline = time.monotonic() + limit
+        while not any(e["type"] == stop_type for e in self.events):
+            assert time.monotonic() < deadline, "no %s within %.1f s: %r" % (stop_type, limit, types(self.events))
+            chunk = self.response.read1(65536)
+            if not chunk:
+                break
+            self.raw += chunk
+            complete = self.raw[:self.raw.rfind(b"\n\n") + 2] if b"\n\n" in self.raw else b""
+            self.events = parse_sse(complete)[0]
+        return self.events
+
+    def close(self) -> None:
+        self.response.close()
+        self.conn.close()
 
 
 SERVERS = {"waitress": WaitressServer, "wsgiref": WsgirefServer}
@@ -159,15 +195,16 @@ def test_permission_interrupt_and_resume_through_the_prefix(site, demo, workspac
 
 
 def test_cancel_extension_through_the_prefix(site):
-    response = site.post(site.body("slow please", thread="c1", ros="inv-c"), stream=True)
-    reader, events = read_sse_until(response, "TEXT_MESSAGE_CONTENT")
+    reader = LiveStream(site, site.body("slow please", thread="c1", ros="inv-c"))
     try:
+        events = reader.until("TEXT_MESSAGE_CONTENT")
         execution_id = session_of(events)["executionId"]
         cancel = site.post({"threadId": "c1", "rosInvocationId": "inv-c"},
                            path="extensions/iac-code/v1/executions/%s/cancel" % execution_id)
         assert cancel.status_code == 200 and cancel.json()["status"] == "cancelled"
         events = reader.until("RUN_ERROR")
         assert events[-1]["code"] == "CANCELLED"
+        check_stream(reader.raw)
     finally:
         reader.close()
 
@@ -175,8 +212,8 @@ def test_cancel_extension_through_the_prefix(site):
 def test_sse_streams_before_the_run_ends_and_disconnect_cancels(site, demo):
     """The slow scenario takes 60 x 0.2 s; its first delta must arrive long before that."""
     started = time.monotonic()
-    response = site.post(site.body("slow please", thread="s1"), stream=True)
-    reader, events = read_sse_until(response, "TEXT_MESSAGE_CONTENT", limit=5)
+    reader = LiveStream(site, site.body("slow please", thread="s1"))
+    events = reader.until("TEXT_MESSAGE_CONTENT", limit=5)
     first_delta_after = time.monotonic() - started
     assert first_delta_after < 5 and "RUN_FINISHED" not in types(events)
     task_id = session_of(events)["taskId"]

@@ -151,8 +151,11 @@ def _shutdown(sock: Any) -> bool:
         return False
 
 
-def _reader(raw: Any, size: int) -> Callable[[], bytes]:
-    """Return a callable giving the next bytes of the body as soon as any arrive (b"" at the end)."""
+def body_reader(raw: Any, size: int) -> Callable[[], bytes]:
+    """Return a callable giving the next bytes of the body as soon as any arrive (b"" at the end).
+
+    ``iter_content`` would hold bytes back until EOF on a close-delimited (HTTP/1.0) body; this never does.
+    """
     read1 = getattr(raw, "read1", None)
     if callable(read1):
         return lambda: read1(size, decode_content=True)
@@ -189,7 +192,7 @@ class A2AStream:
         self._results: Deque[Dict[str, Any]] = deque(preset or ())
         self._events: Deque[Any] = deque()
         self._decoder = SSEDecoder()
-        self._read = _reader(resp.raw, read_size) if resp is not None else None
+        self._read = body_reader(resp.raw, read_size) if resp is not None else None
         self.frames = len(self._results)
 
     @property

@@ -10,7 +10,9 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 from urllib.parse import quote
 
 import requests
+import urllib3
 
+from iaccode_agui.a2a.client import body_reader
 from iaccode_agui.a2a.sse import SSEDecodeError, SSEDecoder
 
 CANCEL_PATH = "extensions/iac-code/v1/executions/%s/cancel"
@@ -44,6 +46,16 @@ def _error_from(response: requests.Response) -> HttpError:
         return HttpError("HTTP_%d" % response.status_code, text[:500], response.status_code)
 
 
+def _chunks(response: requests.Response) -> Iterator[bytes]:
+    """The body's bytes as they arrive, also from servers that close-delimit the body (no chunking)."""
+    read = body_reader(response.raw, 65536)
+    while True:
+        chunk = read()
+        if not chunk:
+            return
+        yield chunk
+
+
 def _drain(chunks: Iterator[bytes]) -> None:
     """Read the body to its end after the terminal event.
 
@@ -54,7 +66,7 @@ def _drain(chunks: Iterator[bytes]) -> None:
     try:
         for _ in chunks:
             pass
-    except requests.RequestException:
+    except (requests.RequestException, urllib3.exceptions.HTTPError, OSError):
         pass
 
 
@@ -74,7 +86,7 @@ class RunStream:
 
     def __iter__(self) -> Iterator[Event]:
         decoder = SSEDecoder()
-        chunks = self.response.iter_content(chunk_size=None)
+        chunks = _chunks(self.response)
         try:
             for chunk in chunks:
                 for item in decoder.feed(chunk):
@@ -93,7 +105,7 @@ class RunStream:
                     yield event
         except SSEDecodeError as exc:
             raise StreamBroken(str(exc)) from None
-        except requests.RequestException as exc:
+        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise StreamBroken("the connection broke: %s" % exc) from None
         raise StreamBroken("the stream ended before the run finished")
 
