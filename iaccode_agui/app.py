@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from werkzeug.exceptions import MethodNotAllowed, NotFound, RequestEntityTooLarge
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, RequestEntityTooLarge
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
@@ -57,7 +57,7 @@ class AguiApp:
             Rule("/", endpoint="run", methods=["POST"]),
             Rule("/extensions/iac-code/v1/executions/<execution_id>/cancel", endpoint="cancel", methods=["POST"]),
             Rule("/metrics", endpoint="metrics", methods=["GET"]),
-        ], strict_slashes=False)
+        ], strict_slashes=False, merge_slashes=False)
 
     # ---- WSGI entry -------------------------------------------------------------------------
     def close(self, timeout: float = 10.0) -> None:
@@ -90,6 +90,9 @@ class AguiApp:
         except MethodNotAllowed as exc:
             result = self._error_response(AguiError("METHOD_NOT_ALLOWED", headers={
                 "Allow": ", ".join(exc.valid_methods or [])}), language)
+        except HTTPException:
+            # Routing redirects and the like: this API has exactly one spelling per resource.
+            result = self._error_response(AguiError("NOT_FOUND"), language)
         except Exception:
             log.exception("unhandled error on %s %s", request.method, request.path)
             result = self._error_response(AguiError("INTERNAL_ERROR"), language)
@@ -123,7 +126,9 @@ class AguiApp:
     def _read_json(self, request: Request, limit: int) -> Any:
         if request.mimetype != "application/json":
             raise AguiError("UNSUPPORTED_MEDIA_TYPE")
-        request.max_content_length = limit
+        # One byte over the limit: werkzeug truncates a body without Content-Length at the limit, so
+        # reading limit + 1 is what tells an oversized chunked body from one that fits exactly.
+        request.max_content_length = limit + 1
         try:
             raw = request.get_data(cache=False)
         except RequestEntityTooLarge:
@@ -131,9 +136,12 @@ class AguiApp:
         if len(raw) > limit:
             raise AguiError("REQUEST_TOO_LARGE")
         try:
-            return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-        except (UnicodeDecodeError, ValueError, RecursionError):
+            value = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+            # JSON may spell lone surrogates (\ud800) that no UTF-8 file, header or upstream can carry.
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except (UnicodeError, ValueError, RecursionError):
             raise AguiError("INVALID_JSON")
+        return value
 
     def _error_response(self, exc: AguiError, language: str) -> Response:
         body = errors.error_body(exc.code, i18n.translate(exc.message, language))
@@ -198,7 +206,7 @@ def _last_event_id(request: Request) -> Optional[int]:
     if raw is None:
         return None
     raw = raw.strip()
-    if not raw.isdigit() or len(raw) > 15:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 15:
         raise AguiError("INVALID_INPUT", errors.MSG_LAST_EVENT_ID)
     return int(raw)
 

@@ -150,11 +150,12 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] 
 
 def serve(settings: Settings, host: str, port: int, args: argparse.Namespace, upstream_description: str) -> int:
     from iaccode_agui.app import AguiApp
-    from iaccode_agui.serving import ServerThread
+    from iaccode_agui.serving import ServerThread, waitress_limits
 
     app = AguiApp(settings)
     server = ServerThread(app, host, port, threads=args.threads, connection_limit=args.threads + 256,
-                          cleanup_interval=5, channel_timeout=max(120, int(settings.heartbeat_interval * 4)))
+                          cleanup_interval=5, channel_timeout=max(120, int(settings.heartbeat_interval * 4)),
+                          **waitress_limits(settings.max_request_bytes))
     stop = threading.Event()
     reason: List[str] = []
 

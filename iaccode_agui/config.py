@@ -77,24 +77,43 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
+def _redacted(url: str) -> str:
+    """The URL for an error message, without any user:password part."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return repr(url)
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        authority = "***@" + authority.rsplit("@", 1)[1]
+    return repr(scheme + sep + authority + slash + path)
+
+
 def normalize_a2a_url(url: str) -> str:
-    """Refuse anything but an http(s) URL on a loopback host; end it with exactly one ``/``."""
+    """Refuse anything but an http(s) URL on a loopback host; return it rebuilt, ending in one ``/``.
+
+    The URL is rebuilt from the parts that were checked, so what is used is exactly what was validated
+    (``urlsplit`` silently drops tabs and newlines that a raw string would still carry).
+    """
+    if not isinstance(url, str) or any(ch in url for ch in "\t\r\n ") or not url.isprintable():
+        raise ConfigError("invalid A2A URL: %s" % _redacted(str(url)))
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
-        parts.port  # noqa: B018 - raises ValueError on a bad port
+        port = parts.port
     except ValueError:
-        raise ConfigError("invalid A2A URL: %r" % url)
+        raise ConfigError("invalid A2A URL: %s" % _redacted(url))
     if parts.scheme not in ("http", "https"):
-        raise ConfigError("the A2A URL must use http or https: %r" % url)
+        raise ConfigError("the A2A URL must use http or https: %s" % _redacted(url))
     if parts.username or parts.password:
         raise ConfigError("the A2A URL must not carry credentials; use --a2a-token")
     if not is_loopback_host(host):
         raise ConfigError("the adapter may connect only to a loopback A2A HTTP(S) URL "
-                          "(127.0.0.0/8, localhost or ::1), not %r" % url)
+                          "(127.0.0.0/8, localhost or ::1), not %s" % _redacted(url))
     if parts.query or parts.fragment:
-        raise ConfigError("the A2A URL must not carry a query or fragment: %r" % url)
-    return url.split("?", 1)[0].rstrip("/") + "/"
+        raise ConfigError("the A2A URL must not carry a query or fragment: %s" % _redacted(url))
+    shown_host = "[%s]" % host if ":" in host else host
+    netloc = shown_host if port is None else "%s:%d" % (shown_host, port)
+    return "%s://%s%s/" % (parts.scheme, netloc, parts.path.rstrip("/"))
 
 
 def config_dir(env: Mapping[str, str]) -> str:

@@ -5,10 +5,21 @@ loop here runs in slices and tears the server down from its own thread.  The sli
 up on any socket activity anyway), so an idle server costs one wake-up per slice, not a busy poll.
 """
 import threading
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from waitress import wasyncore
 from waitress.server import create_server
+
+
+def waitress_limits(max_request_bytes: int) -> Dict[str, int]:
+    """waitress settings that make the app's own limits hold on the wire.
+
+    waitress would otherwise buffer a request body up to 1 GiB before the app can refuse it, and up to
+    16 MiB of output per slow client before the app's bounded queue applies backpressure.  Up to four times
+    the body limit the app answers its JSON 413 (waitress spools such bodies to a temporary file, not to
+    memory); beyond that waitress refuses the request itself, with its own plain-text 413.
+    """
+    return {"max_request_body_size": 4 * max_request_bytes + 64 * 1024, "outbuf_high_watermark": 1024 * 1024}
 
 
 class ServerThread:

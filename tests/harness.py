@@ -13,7 +13,7 @@ import requests
 
 from iaccode_agui.app import AguiApp
 from iaccode_agui.config import Settings
-from iaccode_agui.serving import ServerThread
+from iaccode_agui.serving import ServerThread, waitress_limits
 from tests.agui_checker import check_stream, parse_sse
 
 
@@ -27,7 +27,8 @@ class Adapter:
         defaults.update(settings)
         self.settings = Settings(**defaults)
         self.app = AguiApp(self.settings)
-        self.server = ServerThread(self.app, threads=32, slice_seconds=0.05)
+        self.server = ServerThread(self.app, threads=32, slice_seconds=0.05,
+                                   **waitress_limits(self.settings.max_request_bytes))
         self.url = self.server.url
         self.workspace = workspace
         self.session = requests.Session()

@@ -49,6 +49,10 @@ class A2AUnavailable(A2AError):
     """The runtime could not be reached or answered with something that is not usable A2A."""
 
 
+class A2ATimeout(A2AUnavailable):
+    """The runtime sent nothing for longer than the read timeout (a silent, possibly hung runtime)."""
+
+
 class A2ARpcError(A2AError):
     """The runtime answered with a JSON-RPC error object (up front, or mid-stream)."""
 
@@ -237,7 +241,7 @@ class A2AStream:
             if self._aborted:
                 raise StopIteration from None
             if isinstance(exc, (ReadTimeoutError, socket.timeout, requests.Timeout)) or "timed out" in str(exc):
-                raise A2AUnavailable("%s: read timeout while streaming from the A2A runtime" % self._method) from exc
+                raise A2ATimeout("%s: read timeout while streaming from the A2A runtime" % self._method) from exc
             raise A2AUnavailable("%s: the A2A stream broke off: %s" % (self._method, exc)) from exc
         if not chunk:
             truncated = self._decoder.has_pending

@@ -35,6 +35,8 @@ def admit(previous: Optional[ThreadState], req: RunRequest, *, owner: str, now: 
     if previous is None:
         if req.is_resume:
             raise AguiError("EXECUTION_LOST", errors.MSG_EXECUTION_LOST)
+        if not lease_free:
+            raise AguiError("THREAD_BUSY")    # another process is creating this very thread
         state = ThreadState(thread_id=req.thread_id, context_id=context_id_for(req.thread_id), cwd=req.cwd,
                             user_id=req.user_id, session_id=None,
                             execution=new_execution(req.ros_invocation_id, make_id))

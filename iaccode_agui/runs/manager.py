@@ -193,20 +193,19 @@ class RunManager:
                     if task_id:
                         self._cancel_quietly(task_id, req.thread_id)
                 txn.save(admitted.state)
-        except AguiError:
+        except BaseException as exc:
             if lease is not None:
                 lease.release()
+            if isinstance(exc, AguiError):
+                raise
+            if isinstance(exc, StateUnavailable):
+                raise AguiError("STATE_UNAVAILABLE")
+            if isinstance(exc, Exception):
+                log.error("admission failed on thread %s: %r", req.thread_id, exc)
+                raise AguiError("STATE_UNAVAILABLE")
             raise
-        except StateUnavailable:
-            if lease is not None:
-                lease.release()
-            raise AguiError("STATE_UNAVAILABLE")
-        except (StateWriteFailed, ValueError) as exc:
-            if lease is not None:
-                lease.release()
-            log.error("admission write failed on thread %s: %s", req.thread_id, exc)
-            raise AguiError("STATE_UNAVAILABLE")
-        assert lease is not None
+        if lease is None:   # cannot happen: admit() refuses a held lease; never run without one
+            raise AguiError("THREAD_BUSY")
         channel = RunChannel(self.settings.replay_buffer_events, self.settings.queue_max_events)
         run = LiveRun(self, req, admitted.state, lease, channel)
         with self._lock:

@@ -10,7 +10,7 @@ from typing import Any, Callable, List, Optional
 
 from iaccode_agui import errors
 from iaccode_agui.a2a import dialect
-from iaccode_agui.a2a.client import A2AClient, A2AError, A2ARpcError, A2AStream, A2AUnavailable
+from iaccode_agui.a2a.client import A2AClient, A2AError, A2ARpcError, A2AStream, A2ATimeout
 from iaccode_agui.projection.events import SESSION_EVENT
 from iaccode_agui.projection.run import (BindSession, BindTask, CommitInterrupts, EndRun, PipelineProgress,
                                          ProtocolViolation, RunProjector, is_event)
@@ -113,6 +113,8 @@ class RunWorker:
         # is not told THREAD_BUSY.
         self.outcome = end.outcome
         self.error_code = end.code
+        if end.code == "A2A_PROTOCOL_ERROR":
+            self._cancel_task_if_unprotected()   # nobody would observe the task any more
         self.recorder.release(terminal=end.outcome != "interrupt")
         self._on_release()
 
@@ -219,7 +221,7 @@ class RunWorker:
             self.apply(self.projector.fail("SESSION_BACKUP_NOT_READY", errors.MSG_SESSION_BACKUP_NOT_READY))
             return
         message = errors.MSG_A2A_UNAVAILABLE
-        if isinstance(exc, A2AUnavailable) and "timed out" in str(exc).lower():
+        if isinstance(exc, A2ATimeout):
             message = errors.MSG_A2A_IDLE_TIMEOUT
         self._cancel_task_if_unprotected()
         self.apply(self.projector.fail("A2A_UNAVAILABLE", message))
