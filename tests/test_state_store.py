@@ -464,3 +464,32 @@ def test_non_json_projection_values_are_refused(store, bad):
         with pytest.raises(ValueError):
             txn.save(state)
     assert store.load("thread-1") is None and temp_files(store) == []
+
+
+def test_a_temp_file_left_by_a_killed_writer_is_reused_not_accumulated(store):
+    with store.transaction("t-temp") as txn:
+        txn.save(make_state("t-temp"))
+    leftover = os.path.join(store.threads_dir, ".t-temp.json.tmp")
+    with open(leftover, "wb") as handle:
+        handle.write(b"half a document from a process that was killed mid-write")
+    for _ in range(3):
+        with store.transaction("t-temp") as txn:
+            txn.save(txn.state)
+    assert temp_files(store) == []
+    assert store.load("t-temp").thread_id == "t-temp"
+
+
+def test_a_symlinked_temp_file_is_refused(store, tmp_path):
+    target = tmp_path / "elsewhere"
+    target.write_text("keep")
+    os.symlink(str(target), os.path.join(store.threads_dir if os.path.isdir(store.threads_dir) else
+                                         _mkthreads(store), ".t-link.json.tmp"))
+    with pytest.raises(StateWriteFailed):
+        with store.transaction("t-link") as txn:
+            txn.save(make_state("t-link"))
+    assert target.read_text() == "keep"
+
+
+def _mkthreads(store):
+    os.makedirs(store.threads_dir, mode=0o700, exist_ok=True)
+    return store.threads_dir

@@ -25,7 +25,6 @@ import errno
 import fcntl
 import json
 import os
-import secrets
 import stat
 import threading
 import time
@@ -294,10 +293,14 @@ class ThreadStore:
     def _write_atomic(self, name: str, payload: bytes) -> None:
         self._ensure_dirs_for_write()
         final = os.path.join(self.threads_dir, name)
-        temp: Optional[str] = os.path.join(self.threads_dir, ".%s.%s.tmp" % (name, secrets.token_hex(8)))
+        # One fixed temp name per thread: writes are serialised by the thread's lock, and a temp file left
+        # by a process killed mid-write is simply reused (truncated) by the next write instead of piling up.
+        temp: Optional[str] = os.path.join(self.threads_dir, ".%s.tmp" % name)
         fd: Optional[int] = None
         try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "the temporary state file is not a regular file")
             os.fchmod(fd, _FILE_MODE)
             view = memoryview(payload)
             while view:
