@@ -186,9 +186,13 @@ def test_plan_stale_pending_entry_already_applied():
            [resolved("perm-8c1e", {"decision": "deny"}), entry], applied=applied)
 
 
-def test_plan_old_answer_replayed_while_a_new_input_is_pending_is_incomplete():
+def test_plan_old_answer_replayed_while_a_new_input_is_pending_rediscovers_it():
+    """The client re-sent an applied answer and never saw what came next: show it, apply nothing."""
     old = resolved("cand-1", {"selectedId": "0"})
-    raises("INCOMPLETE_RESUME", MSG_INCOMPLETE_RESUME, {"deploy-1": DEP}, [old],
+    plan = rs.plan_resume({"deploy-1": DEP}, [old], {"cand-1": rs.resume_digest(old)}.get)
+    assert plan.discovery and plan.to_apply == [] and plan.skipped == ["cand-1"]
+    changed = resolved("cand-1", {"selectedId": "1"})
+    raises("RESUME_ALREADY_APPLIED", MSG_RESUME_ALREADY_APPLIED, {"deploy-1": DEP}, [changed],
            applied={"cand-1": rs.resume_digest(old)})
 
 

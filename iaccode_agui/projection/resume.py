@@ -137,7 +137,10 @@ def plan_resume(pending: Dict[str, Dict[str, Any]], entries: List[Dict[str, Any]
     missing = [interrupt_id for interrupt_id in open_ids if interrupt_id not in supplied]
     if missing:
         discovered = set(newly_discovered)
-        if all(interrupt_id in discovered for interrupt_id in missing):
+        replay_only = bool(skipped) and len(skipped) == len(supplied)
+        if replay_only or all(interrupt_id in discovered for interrupt_id in missing):
+            # Either the snapshot showed inputs the client never saw, or the client re-sent an answer that
+            # was applied before a crash and has not seen what came next: show it every pending interrupt.
             return ResumePlan(to_apply=[], skipped=skipped, discovery=True, stale=stale)
         raise AguiError("INCOMPLETE_RESUME", MSG_INCOMPLETE_RESUME)
 
