@@ -36,7 +36,7 @@ class Settings:
     reconnect_grace: float = 0.0
     replay_buffer_events: int = 10000
     queue_max_events: int = 4096
-    disconnect_poll: float = 0.5
+    disconnect_poll: float = 1.0
     default_language: str = "en"
     upstream_kind: str = "auto"          # "auto" (from the agent card) | "iac-code" | "generic"
     server_version: str = ""

@@ -26,6 +26,8 @@ class ServerThread:
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, *, threads: int = 32,
                  connection_limit: Optional[int] = None, slice_seconds: float = 0.5, **adjustments: Any) -> None:
         adjustments.setdefault("channel_request_lookahead", 1)
+        # poll(), not select(): select() cannot watch descriptors above 1024, i.e. ~500 open streams.
+        adjustments.setdefault("asyncore_use_poll", True)
         adjustments.setdefault("ident", "iaccode-agui")
         self.server = create_server(app, host=host, port=port, threads=threads,
                                     connection_limit=connection_limit or threads + 64, **adjustments)
@@ -42,7 +44,7 @@ class ServerThread:
         server_map = self.server._map  # type: ignore[attr-defined]
         try:
             while not self._stopping.is_set():
-                wasyncore.loop(timeout=self._slice, map=server_map, count=1)
+                wasyncore.loop(timeout=self._slice, map=server_map, count=1, use_poll=True)
         finally:
             self.server.close()
             try:

@@ -11,7 +11,7 @@ from waitress.server import create_server
 
 from iaccode_agui.demo.runtime import ScriptedRuntime
 
-DEFAULT_THREADS = 96
+DEFAULT_THREADS = 160
 
 
 class DemoServer:
@@ -34,8 +34,9 @@ class DemoServer:
               threads: int = DEFAULT_THREADS, **runtime_kwargs: Any) -> "DemoServer":
         """Bind, start serving in a daemon thread and return at once (the socket already listens)."""
         runtime = ScriptedRuntime(token, **runtime_kwargs)
+        # Each open stream holds a thread and a connection: size the connection limit with the threads.
         server = create_server(runtime, host=host, port=port, threads=threads, channel_request_lookahead=8,
-                               asyncore_use_poll=True, ident="iac-code-demo")
+                               connection_limit=threads + 100, asyncore_use_poll=True, ident="iac-code-demo")
         bound_port = server.effective_port
         url_host = "[%s]" % host if ":" in host else host
         thread = threading.Thread(target=server.run, name="demo-a2a-server", daemon=True)

@@ -7,7 +7,6 @@ A client that re-attaches with ``Last-Event-ID`` gets the buffered frames after 
 """
 import collections
 import json
-import queue
 import threading
 import time
 from typing import Any, Deque, Dict, List, Optional, Tuple
@@ -17,11 +16,65 @@ from iaccode_agui.errors import AguiError
 
 END = object()   # sentinel put on a subscriber queue when the run has no more events
 
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode   # one encoder, not one per event
+
 
 def encode_agui_event(event: Dict[str, Any], seq: int) -> bytes:
     if "timestamp" not in event:
         event["timestamp"] = int(time.time() * 1000)
-    return encode_event(json.dumps(event, separators=(",", ":"), ensure_ascii=False), seq)
+    return encode_event(_ENCODE(event), seq)
+
+
+class FrameQueue:
+    """A bounded FIFO of encoded frames with batch reads.
+
+    ``queue.Queue`` costs a lock round trip and a notify per item; here a producer only notifies a reader
+    that is actually waiting, and the reader takes everything queued in one call, so a burst of events
+    becomes one socket write.  ``put`` blocks while the queue is full (backpressure towards the runtime).
+    """
+
+    def __init__(self, maxsize: int) -> None:
+        self._items: Deque[Any] = collections.deque()
+        self._max = max(1, maxsize)
+        self._cond = threading.Condition(threading.Lock())
+        self._reader_waiting = False
+        self._writer_waiting = False
+
+    def put(self, item: Any, timeout: float) -> bool:
+        """Append ``item``; False if it stayed full for ``timeout`` seconds."""
+        with self._cond:
+            if len(self._items) >= self._max:
+                self._writer_waiting = True
+                self._cond.wait(timeout)
+                self._writer_waiting = False
+                if len(self._items) >= self._max:
+                    return False
+            self._items.append(item)
+            if self._reader_waiting:
+                self._cond.notify_all()
+            return True
+
+    def qsize(self) -> int:
+        return len(self._items)
+
+    def put_final(self, item: Any) -> None:
+        """Append ``item`` even when full (the end marker must never be lost)."""
+        with self._cond:
+            self._items.append(item)
+            self._cond.notify_all()
+
+    def take(self, timeout: float) -> List[Any]:
+        """Everything queued (possibly after waiting up to ``timeout``); [] when nothing came."""
+        with self._cond:
+            if not self._items:
+                self._reader_waiting = True
+                self._cond.wait(timeout)
+                self._reader_waiting = False
+            items = list(self._items)
+            self._items.clear()
+            if items and self._writer_waiting:
+                self._cond.notify_all()
+            return items
 
 
 class Subscription:
@@ -30,7 +83,7 @@ class Subscription:
     def __init__(self, channel: "RunChannel", replay: List[bytes], maxsize: int) -> None:
         self.channel = channel
         self.replay = replay
-        self.queue: "queue.Queue[Any]" = queue.Queue(maxsize)
+        self.queue = FrameQueue(maxsize)
 
 
 class RunChannel:
@@ -64,13 +117,9 @@ class RunChannel:
 
     def _deliver(self, sub: Subscription, item: Any) -> None:
         # Block while the client is slow (backpressure); give up once it is no longer the subscriber.
-        while True:
-            try:
-                sub.queue.put(item, timeout=0.25)
+        while not sub.queue.put(item, timeout=0.25):
+            if self._subscriber is not sub:
                 return
-            except queue.Full:
-                if self._subscriber is not sub:
-                    return
 
     def close(self) -> None:
         with self._lock:
@@ -79,7 +128,7 @@ class RunChannel:
             self.closed = True
             sub = self._subscriber
         if sub is not None:
-            self._deliver(sub, END)
+            sub.queue.put_final(END)
 
     def attach(self, after_seq: Optional[int] = None) -> Subscription:
         """Attach a client; ``after_seq`` replays buffered frames with a greater id."""
@@ -96,7 +145,7 @@ class RunChannel:
             sub = Subscription(self, replay, self._queue_max)
             self._subscriber = sub
             if self.closed:
-                sub.queue.put(END)
+                sub.queue.put_final(END)
             return sub
 
     def detach(self, sub: Subscription) -> None:

@@ -29,28 +29,25 @@ class StateRecorder:
                     raise StateWriteFailed("the thread state disappeared")
                 if require_current and state.execution.execution_id != self.execution_id:
                     raise StateWriteFailed("the execution is no longer current")
-                draft = state.copy()
-                if change(draft):
-                    txn.save(draft)
+                # The transaction's state was just read from disk and is ours alone: change it in place.
+                if change(state):
+                    txn.save(state)
         except StateWriteFailed:
             raise
         except StateError as exc:
             raise StateWriteFailed(str(exc)) from exc
 
-    def bind_task(self, task_id: str) -> None:
+    def bind(self, task_id: Optional[str] = None, session_id: Optional[str] = None) -> None:
+        """Persist the A2A task and/or iac-code session of the run (one write for both)."""
         def change(state: ThreadState) -> bool:
-            if state.execution.task_id == task_id:
-                return False
-            state.execution.task_id = task_id
-            return True
-        self._update(change)
-
-    def bind_session(self, session_id: str) -> None:
-        def change(state: ThreadState) -> bool:
-            if state.session_id == session_id:
-                return False
-            state.session_id = session_id
-            return True
+            changed = False
+            if task_id is not None and state.execution.task_id != task_id:
+                state.execution.task_id = task_id
+                changed = True
+            if session_id is not None and state.session_id != session_id:
+                state.session_id = session_id
+                changed = True
+            return changed
         self._update(change)
 
     def commit_interrupts(self, pending: Dict[str, Dict[str, Any]], digests: Iterable[str]) -> None:

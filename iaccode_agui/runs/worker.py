@@ -42,6 +42,8 @@ class RunWorker:
         self.outcome: Optional[str] = None       # "success" | "interrupt" | "error"
         self.error_code: Optional[str] = None
         self.keep_pending_on_disconnect = False   # a resume in flight keeps its interrupts on disconnect
+        self._held_task: Optional[str] = None
+        self._held_session: Optional[str] = None
         self.thread = threading.Thread(target=self._main, name="agui-run-%s" % projector.ctx.run_id, daemon=True)
 
     # ---- control from other threads ------------------------------------------------------------
@@ -85,23 +87,38 @@ class RunWorker:
         self.apply(outputs)
 
     def apply(self, outputs: List[Any]) -> None:
+        """Apply effects, then publish the events that follow them (durable before visible).
+
+        Task and session bindings are held back until an event is about to be published (or another
+        effect runs), so the two frames that reveal them cost one state write, not two.
+        """
         for index, item in enumerate(outputs):
-            if is_event(item):
-                self.channel.publish(item)
-                continue
             try:
+                if isinstance(item, BindTask):
+                    self._held_task = item.task_id
+                    continue
+                if isinstance(item, BindSession):
+                    self._held_session = item.session_id
+                    continue
+                self.flush_bindings()
+                if is_event(item):
+                    self.channel.publish(item)
+                    continue
                 self._effect(item)
             except StateWriteFailed as exc:
                 log.error("recovery-critical state write failed on thread %s: %s", self.recorder.thread_id, exc)
                 self._fail_closed(outputs[index + 1:])
                 raise StopRun()
 
+    def flush_bindings(self) -> None:
+        if self._held_task is None and self._held_session is None:
+            return
+        task_id, session_id = self._held_task, self._held_session
+        self._held_task = self._held_session = None
+        self.recorder.bind(task_id=task_id, session_id=session_id)
+
     def _effect(self, item: Any) -> None:
-        if isinstance(item, BindTask):
-            self.recorder.bind_task(item.task_id)
-        elif isinstance(item, BindSession):
-            self.recorder.bind_session(item.session_id)
-        elif isinstance(item, CommitInterrupts):
+        if isinstance(item, CommitInterrupts):
             self.recorder.commit_interrupts(item.pending, item.text_digests)
         elif isinstance(item, PipelineProgress):
             self.recorder.update_pipeline(item.sequence, item.open_steps)

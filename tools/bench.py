@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Benchmark of the AG-UI adapter against its floor (direct A2A, a raw byte relay) and its peer.
+
+One command, everything on loopback, every server in its own process (so its CPU and RSS are its own):
+
+    python tools/bench.py [--quick] [--concurrency 100,500] [--peer CMD|auto] [--json out.json]
+
+Prints one table of figures and ratios; the targets of issue 5 are checked by reading it (the ``check``
+column), not by timed tests, because machines here are noisy.  Figures are medians over ``--reps`` runs.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any, Dict, List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.dirname(HERE))
+
+import bench_phases as phases  # noqa: E402
+import bench_procs as procs  # noqa: E402
+from bench_report import render  # noqa: E402
+
+
+PACE = "pace 20 5"      # 20 stamped deltas 5 ms apart, after the run has settled (bench_servers.py)
+PACE_RUNS = 4           # runs per repetition (quick: 2)
+PEER_HEARTBEAT = 15.0   # iac-code 0.16 agui writes ': heartbeat' after 15 s of silence (not configurable)
+SECTIONS = ("streams", "concurrency", "startup", "floor")  # 1-3, 4, 5, 6
+FIRST_RUNS = 5          # runs per repetition (quick: 3)
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python tools/bench.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes for CI (5 000 deltas, 20,50 streams)")
+    parser.add_argument("--concurrency", help="comma-separated stream counts (default 100,500; quick 20,50)")
+    parser.add_argument("--deltas", type=int, help="firehose size (default 20000; quick 5000)")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions per figure, the median is shown (default 3; 1 only for smoke runs)")
+    parser.add_argument("--heartbeat", type=float, default=0.5, help="adapter heartbeat interval (s)")
+    parser.add_argument("--idle", type=float, default=2.0,
+                        help="minimum silent seconds per concurrent stream (sleep N; more for large N, so "
+                             "that all streams are open before the first one ends)")
+    parser.add_argument("--peer", help="peer command with {port} and {a2a_url} placeholders (token and config "
+                                       "dir go by environment), or 'auto' for the real iac-code 0.16 agui")
+    parser.add_argument("--no-peer", action="store_true", help="ignore --peer (CI)")
+    parser.add_argument("--json", help="also write every figure to this JSON file")
+    parser.add_argument("--only", default=",".join(SECTIONS),
+                        help="comma-separated subset of: %s (default all)" % ", ".join(SECTIONS))
+    parser.add_argument("--adapter-arg", action="append", default=[],
+                        help="extra flag for the adapter CLI (repeatable), e.g. to try a tuning")
+    args = parser.parse_args(argv)
+    args.deltas = args.deltas or (5000 if args.quick else 20000)
+    spec = args.concurrency or ("20,50" if args.quick else "100,500")
+    args.levels = [int(item) for item in spec.split(",") if item.strip()]
+    args.reps = max(1, args.reps)
+    args.only = {item.strip() for item in args.only.split(",") if item.strip()}
+    unknown = args.only - set(SECTIONS)
+    if unknown:
+        parser.error("--only: unknown section(s) %s" % ", ".join(sorted(unknown)))
+    if args.no_peer:
+        args.peer = None
+    return args
+
+
+class Bench:
+    """The services of one run and the figures they produce."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.token = "bench-" + uuid.uuid4().hex[:12]
+        self.tmp = tempfile.mkdtemp(prefix="iaccode-bench-")
+        self.cwd = phases.workspace()
+        self.services: List[procs.Service] = []
+        self.peer_cmd: Optional[str] = None
+        self.figures: Dict[str, Any] = {"config": {
+            "deltas": args.deltas, "reps": args.reps, "levels": args.levels, "heartbeat_s": args.heartbeat,
+            "idle_s": args.idle, "cpus": os.cpu_count(), "python": sys.version.split()[0], "peer": None}}
+
+    def _keep(self, service: procs.Service) -> procs.Service:
+        self.services.append(service)
+        return service
+
+    def _adapter(self, threads: Optional[int] = None, heartbeat: Optional[float] = None) -> procs.Service:
+        state = tempfile.mkdtemp(prefix="state-", dir=self.tmp)
+        return procs.start_adapter(self.runtime, self.token, state, threads=threads,
+                                   heartbeat=heartbeat if heartbeat is not None else self.args.heartbeat,
+                                   extra=self.args.adapter_arg, log_dir=self.tmp)
+
+    def _peer(self) -> procs.Service:
+        assert self.peer_cmd is not None
+        return procs.start_peer(self.peer_cmd, self.runtime, self.token,
+                                tempfile.mkdtemp(prefix="peer-", dir=self.tmp), log_dir=self.tmp)
+
+    def run(self) -> Dict[str, Any]:
+        args = self.args
+        top = max(args.levels) if args.levels else 0
+        if args.peer:
+            import bench_peer
+
+            self.peer_cmd = bench_peer.peer_command(args.peer)
+            self.figures["config"]["peer"] = self.peer_cmd
+        self.runtime = self._keep(procs.start_runtime(self.token, threads=max(96, top + 64), log_dir=self.tmp))
+        say("runtime %s" % self.runtime.url)
+
+        if "startup" in args.only:
+            say("5. start-up and idle (fresh processes, default settings)")
+            settle = (0.5, 1.0) if args.quick else (1.0, 2.0)
+            self.figures["startup"] = {"adapter": phases.startup(lambda: self._adapter(heartbeat=15.0), args.reps,
+                                                                 *settle)}
+            if self.peer_cmd:
+                self.figures["startup"]["peer"] = phases.startup(self._peer, args.reps, *settle)
+
+        relay = self._keep(procs.start_relay(self.runtime.url, threads=64, log_dir=self.tmp))
+        adapter = self._keep(self._adapter(threads=max(64, top + 32)))
+        peer = self._keep(self._peer()) if self.peer_cmd else None
+        paths = phases.build_paths(self.runtime, relay, adapter, peer, self.token, self.cwd)
+
+        if "streams" in args.only:
+            say("1. throughput: firehose %d x %d per path" % (args.deltas, args.reps))
+            self.figures["throughput"] = phases.throughput(paths, self.runtime, args.deltas, args.reps)
+            pace_runs, first_runs = (2, 3) if args.quick else (PACE_RUNS, FIRST_RUNS)
+            say("2. added latency: %s x %d x %d per path" % (PACE, pace_runs, args.reps))
+            self.figures["latency"] = phases.latency(paths, PACE, pace_runs, args.reps)
+            say("3. first events: firehose 1 x %d x %d per path" % (first_runs, args.reps))
+            self.figures["first"] = phases.latency(paths, "firehose 1", first_runs, args.reps)
+
+        self.figures["concurrency"] = {}
+        levels = args.levels if "concurrency" in args.only else []
+        targets = [p for p in paths if p.name != "relay"]
+        for level in levels:
+            idle = phases.idle_for(level, args.idle)
+            for path in targets:
+                say("4. concurrency: %d streams (sleep %g) x %d on %s" % (level, idle, args.reps, path.name))
+                runs = []
+                for _ in range(args.reps):
+                    interval = {"adapter": args.heartbeat, "peer": PEER_HEARTBEAT}.get(path.name)
+                    runs.append(phases.concurrency(path, self.cwd, level, idle, interval))
+                    death = self._revive_if_dead(path)
+                    if death:
+                        runs[-1]["crash"] = death
+                        break  # the figures of a crashed process are not worth repeating
+                self.figures["concurrency"].setdefault(str(level), {})[path.name] = phases.merge_concurrency(runs)
+        if "floor" in args.only:
+            say("6. floor: in-process decode + encode")
+            self.figures["floor"] = phases.floor(self.runtime, self.token, self.cwd, args.deltas, args.reps)
+        return self.figures
+
+    def _revive_if_dead(self, path: "phases.Path") -> Optional[str]:
+        """A server that crashed under load is itself a finding: keep its last words, start a new one."""
+        service = path.service
+        if service is None or service.proc.poll() is None:
+            return None
+        tail = service.log_errors() or service.log_tail(12)
+        lines = [line for line in tail.splitlines() if line.strip()]
+        last = [line for line in lines if not line.startswith(" ") and "Traceback" not in line][:1] or lines[-1:] or ["?"]
+        say("%s exited with %s during the concurrency test; last log lines:\n%s"
+            % (path.name, service.proc.returncode, tail))
+        top = max(self.args.levels)
+        if path.name == "adapter":
+            fresh = self._adapter(threads=max(64, top + 32))
+        elif path.name == "peer":
+            fresh = self._peer()
+        else:
+            raise RuntimeError("the %s process died; cannot go on" % path.name)
+        self.services.append(fresh)
+        path.service, path.url = fresh, fresh.url
+        return "%s process exited (%s): %s" % (path.name, service.proc.returncode, last[0].strip()[:120])
+
+    def close(self) -> None:
+        for service in reversed(self.services):
+            try:
+                service.stop()
+            except Exception as exc:  # keep stopping the others
+                say("could not stop %s: %s" % (service.name, exc))
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        shutil.rmtree(self.cwd, ignore_errors=True)
+
+
+def say(message: str) -> None:
+    sys.stderr.write("[bench %s] %s\n" % (time.strftime("%H:%M:%S"), message))
+    sys.stderr.flush()
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds through Bench.close(), so no server outlives the bench
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    bench = Bench(args)
+    started = time.monotonic()
+    try:
+        figures = bench.run()
+    finally:
+        bench.close()
+    figures["config"]["wall_s"] = round(time.monotonic() - started, 1)
+    print(render(figures))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(figures, handle, indent=2, sort_keys=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""The floor: the least work any A2A -> AG-UI adapter must do per event, measured in-process.
+
+Decode each SSE frame's JSON, pick out the text delta, build the AG-UI event, encode it and frame it as
+SSE.  No sockets, no threads, no validation: whatever an adapter spends beyond this per event is overhead
+that tuning can attack; this part cannot go away (in pure Python with the stdlib ``json``).
+"""
+import json
+import time
+from typing import Any, Dict, List
+
+
+def split_frames(raw: bytes) -> List[bytes]:
+    """The ``data:`` payloads of an SSE body (LF or CRLF framing), as bytes."""
+    frames = []
+    for block in raw.replace(b"\r\n", b"\n").split(b"\n\n"):
+        data = [line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:")]
+        if data:
+            frames.append(b"\n".join(data))
+    return frames
+
+
+def _project(result: Dict[str, Any], run: Dict[str, str]) -> Dict[str, Any]:
+    update = result.get("statusUpdate")
+    if update is not None:
+        message = update.get("status", {}).get("message")
+        if message is not None and not update.get("metadata", {}).get("iac_code", {}).get("assistantFinal"):
+            text = "".join(part.get("text", "") for part in message.get("parts", ()))
+            return {"type": "TEXT_MESSAGE_CONTENT", "messageId": message.get("messageId"), "delta": text}
+        return {"type": "CUSTOM", "name": "status", "value": update.get("status", {}).get("state")}
+    return {"type": "RUN_STARTED", "threadId": run["thread"], "runId": run["run"]}
+
+
+def decode_encode(frames: List[bytes]) -> int:
+    """One pass over the stream; returns the number of AG-UI frames written."""
+    run = {"thread": "bench-thread", "run": "bench-run"}
+    out = []
+    for seq, payload in enumerate(frames):
+        body = json.loads(payload)
+        event = _project(body.get("result") or {}, run)
+        event["timestamp"] = int(time.time() * 1000)
+        text = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+        out.append(b"id: %d\ndata: %s\n\n" % (seq, text.encode("utf-8")))
+    return len(out)
+
+
+def measure(raw: bytes, repeats: int = 3) -> Dict[str, float]:
+    """Median events/s and µs/event of ``decode_encode`` over ``repeats`` passes."""
+    frames = split_frames(raw)
+    timings = []
+    for _ in range(max(1, repeats)):
+        started = time.perf_counter()
+        decode_encode(frames)
+        timings.append(time.perf_counter() - started)
+    timings.sort()
+    median = timings[len(timings) // 2]
+    return {"frames": float(len(frames)), "seconds": median, "events_per_s": len(frames) / median,
+            "us_per_event": median / len(frames) * 1e6}
