@@ -9,6 +9,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from typing import List, Mapping, Optional
 
@@ -57,7 +58,9 @@ class ManagedChild(Upstream):
         if child_env.get("IAC_CODE_AGUI_ALLOWED_CWDS") and not child_env.get("IACCODE_A2A_ALLOWED_CWDS"):
             child_env["IACCODE_A2A_ALLOWED_CWDS"] = child_env["IAC_CODE_AGUI_ALLOWED_CWDS"]
         argv = list(command) + ["a2a", "--host", "127.0.0.1", "--port", str(port), "--thinking-exposure", "all"]
-        self.process = subprocess.Popen(argv, env=child_env, start_new_session=True)
+        # The child's own output goes to our stderr (the log), never into our stdout banner.
+        self.process = subprocess.Popen(argv, env=child_env, start_new_session=True, stdin=subprocess.DEVNULL,
+                                        stdout=sys.stderr.fileno(), stderr=sys.stderr.fileno())
         url = "http://127.0.0.1:%d/" % port
         super().__init__(url, token, "managed child `%s` at %s" % (" ".join(argv), url))
         try:
