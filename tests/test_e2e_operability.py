@@ -85,6 +85,9 @@ def test_metrics_and_access_log(adapter, caplog):
     assert 'agui_runs_errored_total{code="A2A_EXECUTION_FAILED"} 1' in text
     assert 'agui_admission_rejections_total{code="INVALID_JSON"} 1' in text
     assert "agui_active_runs 0" in text
+    assert 'agui_upstream_errors_total{code="A2A_EXECUTION_FAILED"} 1' in text
+    sent = int(next(line.split()[-1] for line in text.splitlines() if line.startswith("agui_events_sent_total")))
+    assert sent >= 10
     lines = [json.loads(record.getMessage()) for record in caplog.records if record.name == "iaccode_agui.access"]
     run_line = next(line for line in lines if line.get("run") == "run-m1")
     assert run_line["status"] == 200 and run_line["outcome"] == "success" and run_line["thread"] == "m1"
@@ -142,3 +145,12 @@ def test_cli_refuses_non_loopback_and_missing_upstream(tmp_path):
     for needle in (b"--a2a-url", b"--state-dir", b"IAC_CODE_AGUI_AUTH_TOKEN", b"IAC_CODE_AGUI_ALLOWED_CWDS",
                    b"--heartbeat-interval", b"--threads", b"--demo", b"--interrupt-ttl"):
         assert needle in helped.stdout
+
+
+def test_cli_idle_shutdown(tmp_path):
+    env = dict(os.environ, IAC_CODE_CONFIG_DIR=str(tmp_path / "cfg"))
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "iaccode_agui", "--demo", "--port", str(_free_port()),
+                           "--idle-shutdown", "1"], env=env, capture_output=True, timeout=30)
+    assert done.returncode == 0 and b"stopped" in done.stdout
+    assert time.monotonic() - started < 15

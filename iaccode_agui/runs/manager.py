@@ -267,9 +267,13 @@ class RunManager:
                 pass
         run.ended_at = time.monotonic()
         worker = run.worker
+        self.metrics.inc("agui_events_sent_total", run.channel.events_published)
         if worker is not None:
             if worker.outcome == "error":
                 self.metrics.inc("agui_runs_errored_total", code=worker.error_code or "UNKNOWN")
+                if worker.error_code in ("A2A_UNAVAILABLE", "A2A_PROTOCOL_ERROR", "A2A_EXECUTION_FAILED",
+                                         "SESSION_BACKUP_NOT_READY"):
+                    self.metrics.inc("agui_upstream_errors_total", code=worker.error_code)
             else:
                 self.metrics.inc("agui_runs_finished_total", outcome=worker.outcome or "unknown")
         with self._idle:
