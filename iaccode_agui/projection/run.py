@@ -41,6 +41,7 @@ class RunContext:
     generic: bool = False
     pipeline_sequence: int = 0
     pipeline_open_steps: Tuple[str, ...] = ()
+    pipeline_mode: bool = False
 
 
 # ---- effects -----------------------------------------------------------------------------------------
@@ -354,12 +355,22 @@ class RunProjector:
                 return self.interrupt([(self._generic_input(status), False)])
             if fresh or (state == "input-required" and inputs):
                 return self.interrupt(inputs)
+            if state == "input-required" and self.ctx.pipeline_mode and self.ctx.resume:
+                # A pipeline never ends a turn in input-required: an empty (or already answered) one on a
+                # resume is a stale boundary.  Keep reading; if the stream ends, the driver follows the task.
+                return []
             if state == "input-required":
                 return self.succeed()
         return []
 
     def _generic_input(self, status: Dict[str, Any]) -> Dict[str, Any]:
-        return interrupts.generic_input(self.task_id or self.ctx.run_id, dialect.message_text(status.get("message")))
+        value = interrupts.generic_input(self.task_id or self.ctx.run_id, dialect.message_text(status.get("message")))
+        # A plain agent may ask again on the same task: every question needs its own interrupt id.
+        base, n = value["inputId"], 1
+        while value["inputId"] in self.applied_ids:
+            n += 1
+            value["inputId"] = "%s-%d" % (base, n)
+        return value
 
     def end_of_stream(self) -> List[Output]:
         """The upstream stream closed: decide the outcome from the last state seen."""

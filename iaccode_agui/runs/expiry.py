@@ -85,19 +85,17 @@ class ExpiryScheduler:
                 if state.active_run is not None:
                     return False      # a resume is being applied; the run end reschedules
                 execution = state.execution
-                expired = [key for key, item in execution.pending.items() if item.is_expired(now)]
-                if not expired:
+                if not any(item.is_expired(now) for item in execution.pending.values()):
                     self.schedule_state(state)
                     return False
-                draft = state.copy()
-                for key in expired:
-                    draft.execution.pending.pop(key, None)
-                draft.execution.expired_interrupt_ids = sorted(set(draft.execution.expired_interrupt_ids) | set(expired))
-                if not draft.execution.pending:
-                    draft.mark_terminal(execution.execution_id)
-                    task_id = execution.task_id
-                txn.save(draft)
-                self.schedule_state(draft)
+                # Like admission: one expired interrupt expires the whole execution (its task can no
+                # longer be resumed as a unit), so every pending id is cleared and remembered.
+                cleared = list(execution.pending)
+                execution.pending.clear()
+                execution.expired_interrupt_ids = sorted(set(execution.expired_interrupt_ids) | set(cleared))
+                state.mark_terminal(execution.execution_id)
+                task_id = execution.task_id
+                txn.save(state)
         except StateError as exc:
             log.warning("could not expire interrupts of thread %s: %s", thread_id, exc)
             return False

@@ -64,12 +64,19 @@ class LiveRun:
             return
         grace = self.manager.settings.reconnect_grace
         if grace > 0:
+            self.cancel_grace()
             timer = threading.Timer(grace, self._grace_expired)
             timer.daemon = True
             self._grace_timer = timer
             timer.start()
             return
         worker.request_cancel()
+
+    def cancel_grace(self) -> None:
+        """A client re-attached (or a new grace period starts): an older timer must not cut it short."""
+        timer, self._grace_timer = self._grace_timer, None
+        if timer is not None:
+            timer.cancel()
 
     def _grace_expired(self) -> None:
         worker = self.worker
@@ -90,6 +97,8 @@ class RunManager:
         self._live: Dict[Tuple[str, str], LiveRun] = {}
         self._by_execution: Dict[str, LiveRun] = {}
         self._finished: Deque[LiveRun] = collections.deque()
+        self._active: Dict[Tuple[str, str], LiveRun] = {}
+        self._reserved = 0
         self.draining = False
         self._generic: Optional[bool] = None
         self._idle = threading.Condition(self._lock)
@@ -97,8 +106,9 @@ class RunManager:
 
     # ---- queries ------------------------------------------------------------------------------
     def active_count(self) -> int:
+        """Runs holding a capacity slot: claimed, not yet released (the terminal event frees the slot)."""
         with self._lock:
-            return len(self._live)
+            return len(self._active) + self._reserved
 
     def wait_idle(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -141,16 +151,22 @@ class RunManager:
         if self.draining:
             raise AguiError("RUNTIME_DRAINING", headers={"Retry-After": "5"})
         limit = self.settings.max_active_runs
-        if limit and self.active_count() >= limit:
-            raise AguiError("RUNTIME_CAPACITY_EXCEEDED", headers={"Retry-After": "1"})
-        run, admitted = self._admit(req)
+        with self._lock:
+            if limit and len(self._active) + self._reserved >= limit:
+                raise AguiError("RUNTIME_CAPACITY_EXCEEDED", headers={"Retry-After": "1"})
+            self._reserved += 1          # held until the run is registered (or admission fails)
+        try:
+            run, admitted = self._admit(req)
+        finally:
+            with self._lock:
+                self._reserved -= 1
         channel = run.channel
         ctx = self._context(req, admitted.state, language)
         projector = RunProjector(ctx, clock=self.clock)
         recorder = StateRecorder(self.store, req.thread_id, ctx.execution_id, req.run_id)
         driver = self._driver(req, admitted, ctx)
         worker = RunWorker(client=self.client, projector=projector, channel=channel, recorder=recorder,
-                           driver=driver, on_end=lambda w: self._ended(run), on_release=run.lease.release)
+                           driver=driver, on_end=lambda w: self._ended(run), on_release=lambda: self._released(run))
         run.worker = worker
         sub = channel.attach()
         self.metrics.inc("agui_runs_started_total")
@@ -176,6 +192,7 @@ class RunManager:
         if run.digest != req.digest:
             raise AguiError("RUN_ID_CONFLICT")
         sub = run.channel.attach(last_event_id)
+        run.cancel_grace()
         self.metrics.inc("agui_reattach_total")
         return run, sub
 
@@ -210,6 +227,7 @@ class RunManager:
         run = LiveRun(self, req, admitted.state, lease, channel)
         with self._lock:
             self._live[run.key] = run
+            self._active[run.key] = run
             self._by_execution[run.execution_id] = run
         return run, admitted
 
@@ -227,7 +245,8 @@ class RunManager:
             session_id=state.session_id, pending=pending, applied_ids=applied,
             text_digests=frozenset(execution.text_snapshot_digests), resume=req.is_resume,
             interrupt_ttl=self.settings.interrupt_ttl, generic=self.upstream_is_generic(),
-            pipeline_sequence=execution.pipeline_sequence, pipeline_open_steps=tuple(execution.pipeline_open_steps))
+            pipeline_sequence=execution.pipeline_sequence, pipeline_open_steps=tuple(execution.pipeline_open_steps),
+            pipeline_mode=req.run_mode == "pipeline" or bool(execution.pipeline_sequence))
 
     def _cancel_quietly(self, task_id: str, thread_id: str) -> None:
         log.warning("thread %s: cancelling task %s left behind by a dead run or expired interrupts",
@@ -257,8 +276,15 @@ class RunManager:
             drive_new_turn(worker, message)
         return drive_new
 
-    def _ended(self, run: LiveRun) -> None:
+    def _released(self, run: LiveRun) -> None:
+        """The run's outcome is durable: free its thread and its capacity slot before the end is shown."""
         run.lease.release()
+        with self._idle:
+            if self._active.get(run.key) is run:
+                del self._active[run.key]
+
+    def _ended(self, run: LiveRun) -> None:
+        self._released(run)
         if run.worker is not None and run.worker.outcome == "interrupt" or run.worker is None or \
                 run.worker.projector.pending:
             try:
@@ -276,6 +302,8 @@ class RunManager:
                     self.metrics.inc("agui_upstream_errors_total", code=worker.error_code)
             else:
                 self.metrics.inc("agui_runs_finished_total", outcome=worker.outcome or "unknown")
+        if worker is not None:
+            worker.release_resources()
         with self._idle:
             self._live.pop(run.key, None)
             if self._by_execution.get(run.execution_id) is run:
@@ -305,6 +333,8 @@ class RunManager:
             return {"executionId": execution_id, "status": "already_terminal"}
         with self._lock:
             live = self._by_execution.get(execution_id)
+        if live is not None and live.worker is not None:
+            live.worker.note_cancelled()
         if execution.task_id:
             try:
                 self.client.cancel_task(execution.task_id)

@@ -14,6 +14,10 @@ from iaccode_agui.state.store import StateError, StateWriteFailed, ThreadStore
 log = logging.getLogger("iaccode_agui.state")
 
 
+class ExecutionEnded(StateWriteFailed):
+    """The execution was ended meanwhile (cancel extension, expiry): nothing may be recorded for it."""
+
+
 class StateRecorder:
     def __init__(self, store: ThreadStore, thread_id: str, execution_id: str, run_id: str) -> None:
         self.store = store
@@ -29,6 +33,8 @@ class StateRecorder:
                     raise StateWriteFailed("the thread state disappeared")
                 if require_current and state.execution.execution_id != self.execution_id:
                     raise StateWriteFailed("the execution is no longer current")
+                if require_current and self.execution_id in state.terminal_execution_ids:
+                    raise ExecutionEnded("the execution was ended meanwhile")
                 # The transaction's state was just read from disk and is ours alone: change it in place.
                 if change(state):
                     txn.save(state)
@@ -60,8 +66,9 @@ class StateRecorder:
             return True
         self._update(change)
 
-    def mark_in_flight(self, interrupt_id: str, digest: str) -> None:
-        """Remember the answer about to be sent, so a crash before its acceptance is recognisable later."""
+    def mark_in_flight(self, interrupt_id: str, digest: Optional[str]) -> None:
+        """Remember the answer about to be sent (None: forget it), so a crash before its acceptance is
+        recognisable on the next resume."""
         def change(state: ThreadState) -> bool:
             pending = state.execution.pending.get(interrupt_id)
             if pending is None or pending.answer_digest == digest:

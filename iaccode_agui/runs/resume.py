@@ -6,7 +6,7 @@ runtime accepts it - the first valid frame of its stream - so a rejected or lost
 and can be retried, and a replayed answer never runs a tool twice.
 """
 import logging
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from iaccode_agui import errors
 from iaccode_agui.a2a import dialect
@@ -24,9 +24,12 @@ log = logging.getLogger("iaccode_agui.runs")
 
 
 class _NotAccepted(Exception):
-    def __init__(self, message: str) -> None:
+    """The runtime did not take the answer; ``rejected`` when it said so (a JSON-RPC error)."""
+
+    def __init__(self, message: str, rejected: bool = False) -> None:
         super().__init__(message)
         self.message = message
+        self.rejected = rejected
 
 
 def _fail(worker: RunWorker, code: str, message: str) -> None:
@@ -81,22 +84,29 @@ def drive_resume(worker: RunWorker, req: RunRequest, ctx: RunContext, state: Thr
     except ProtocolViolation:
         return _fail(worker, "A2A_PROTOCOL_ERROR", errors.MSG_A2A_PROTOCOL_ERROR)
     task_state = dialect.normalize_state((task.get("status") or {}).get("state"))
+
+    # 3a. An answer sent before a crash: committed now when the task shows it was consumed; when the
+    # snapshot cannot tell (waiting, but no input projection), it is resent and a rejection decides.
+    in_flight = _recover_in_flight(worker, task_state, task, applied)
+    if in_flight is None:
+        return None
+    recovered, maybe_applied = in_flight
+    pipeline_mode = bool(req.run_mode == "pipeline" or execution.pipeline_sequence or execution.pipeline_open_steps)
     if task_state in dialect.TERMINAL_STATES:
+        if recovered and _replays_recovered(entries, applied):
+            worker.apply(projector.accept())
+            _follow(worker, task_id, pipeline_mode)      # reports how the task ended
+            return None
         worker.recorder.release(terminal=True, clear_pending=True)
         projector.pending.clear()
         return _fail(worker, "EXECUTION_LOST", errors.MSG_TASK_UNAVAILABLE)
 
     # 3b. Pipeline catch-up: the state endpoint (from the persisted cursor) is the single source of missed
     # events; the snapshot's own pipeline suffix is never replayed.
-    pipeline_mode = bool(req.run_mode == "pipeline" or execution.pipeline_sequence or execution.pipeline_open_steps)
     if pipeline_mode and _recover_pipeline(worker, task_id, execution.pipeline_sequence):
         return None
 
-    # 4. Reconcile: an answer sent before a crash that the runtime already consumed is applied now;
-    # inputs the snapshot shows that we did not know become pending too (never erased).
-    recovered = _recover_in_flight(worker, task_state, task, applied)
-    if recovered is None:
-        return None
+    # 4. Reconcile: inputs the snapshot shows that we did not know become pending too (never erased).
     newly = [(value, sideband) for value, sideband in discovered if value["inputId"] not in projector.pending]
     pending_values = {key: dict(item["value"]) for key, item in projector.pending.items()}
     for value, _ in newly:
@@ -107,8 +117,7 @@ def drive_resume(worker: RunWorker, req: RunRequest, ctx: RunContext, state: Thr
     except AguiError as exc:
         if newly:
             _persist_discovered(worker, newly)
-        if recovered and exc.code == "RESUME_ALREADY_APPLIED" and all(
-                applied.get(entry.get("interruptId")) == rules.resume_digest(entry) for entry in entries):
+        if recovered and exc.code == "RESUME_ALREADY_APPLIED" and _replays_recovered(entries, applied):
             # The client retries the very answer the runtime took before the crash: continue from there.
             worker.apply(projector.accept())
             _follow(worker, task_id, pipeline_mode)
@@ -130,8 +139,11 @@ def drive_resume(worker: RunWorker, req: RunRequest, ctx: RunContext, state: Thr
     metadata = dialect.build_metadata(req.props, state.cwd, ctx.language)
     worker.keep_pending_on_disconnect = True
     projector.answering = {answer.interrupt_id for answer in answers}
-    for index, answer in enumerate(answers):
-        last = index == len(answers) - 1
+    for answer in answers:
+        if worker.cancelled_by_extension:
+            # The execution was cancelled between two answers: nothing more goes to its task.
+            worker.apply(projector.abort("CANCELLED", errors.MSG_CANCELLED))
+            return None
         entry = entries_by_id[answer.interrupt_id]
         value = pending_values[answer.interrupt_id]
         projector.answering.discard(answer.interrupt_id)
@@ -149,8 +161,19 @@ def drive_resume(worker: RunWorker, req: RunRequest, ctx: RunContext, state: Thr
             if answer.mode == rules.MODE_SIDEBAND:
                 ended = _send_sideband(worker, answer, value, entry, task_id, ctx.context_id, metadata)
             else:
-                ended = _send_streamed(worker, answer, value, entry, task_id, ctx.context_id, metadata, last)
+                ended = _send_streamed(worker, answer, value, entry, task_id, ctx.context_id, metadata)
         except _NotAccepted as exc:
+            prior = maybe_applied.get(answer.interrupt_id)
+            if exc.rejected and prior is not None:
+                # The runtime refuses an answer it already consumed before the crash.
+                if not _commit_prior(worker, answer.interrupt_id, prior, applied):
+                    return None
+                if prior != rules.resume_digest(entry):
+                    return _fail(worker, "RESUME_ALREADY_APPLIED", errors.MSG_RESUME_ALREADY_APPLIED)
+                worker.apply(projector.accept())
+                continue
+            if exc.rejected:
+                _clear_in_flight(worker, answer.interrupt_id)
             return _fail(worker, "A2A_UNAVAILABLE", exc.message)
         except A2AError as exc:
             worker.fail_upstream(exc)
@@ -174,32 +197,60 @@ def _recover_pipeline(worker: RunWorker, task_id: str, cursor: int) -> bool:
     return worker.projector.done
 
 
-def _recover_in_flight(worker: RunWorker, task_state: str, task: Dict[str, Any],
-                       applied: Dict[str, str]) -> Optional[List[str]]:
+def _recover_in_flight(worker: RunWorker, task_state: str, task: Dict[str, Any], applied: Dict[str, str]
+                       ) -> Optional[Tuple[List[str], Dict[str, str]]]:
     """Pending interrupts whose answer was sent but never seen accepted (the adapter died in between).
 
-    If the task no longer waits for that input, the runtime consumed the answer: it is committed now
-    with the digest recorded before sending.  Returns the recovered ids, or None when the run ended.
+    Committed as applied only on positive evidence: the task no longer waits, or it waits for inputs
+    that do not include this one.  A waiting task without any input projection proves nothing (a
+    restarted runtime, a generic agent): those answers are returned as "maybe applied" and resent.
+    Returns (recovered ids, maybe-applied digests), or None when the run ended.
     """
-    waiting = set()
+    waiting = None
     if task_state == "input-required":
-        waiting = {value.get("inputId") for value, _ in
-                   interrupts.read_required_inputs(dialect.iac_code_metadata(task))}
+        projected = interrupts.read_required_inputs(dialect.iac_code_metadata(task))
+        waiting = {value.get("inputId") for value, _ in projected} if projected else None
     recovered: List[str] = []
+    maybe: Dict[str, str] = {}
     for interrupt_id, item in list(worker.projector.pending.items()):
         digest = item.get("answerDigest")
-        if not digest or interrupt_id in waiting:
+        if not digest:
             continue
-        try:
-            worker.recorder.commit_answer(interrupt_id, digest)
-        except StateWriteFailed as exc:
-            log.error("could not record the answer %s the runtime already took: %s", interrupt_id, exc)
-            _fail(worker, "STATE_PERSISTENCE_FAILED", errors.MSG_STATE_PERSISTENCE_FAILED)
+        if task_state == "input-required" and (waiting is None or interrupt_id in waiting):
+            if waiting is None:
+                maybe[interrupt_id] = digest
+            continue
+        if not _commit_prior(worker, interrupt_id, digest, applied):
             return None
-        worker.projector.mark_applied(interrupt_id)
-        applied[interrupt_id] = digest
         recovered.append(interrupt_id)
-    return recovered
+    return recovered, maybe
+
+
+def _commit_prior(worker: RunWorker, interrupt_id: str, digest: str, applied: Dict[str, str]) -> bool:
+    try:
+        worker.recorder.commit_answer(interrupt_id, digest)
+    except StateWriteFailed as exc:
+        log.error("could not record the answer %s the runtime already took: %s", interrupt_id, exc)
+        _fail(worker, "STATE_PERSISTENCE_FAILED", errors.MSG_STATE_PERSISTENCE_FAILED)
+        return False
+    worker.projector.mark_applied(interrupt_id)
+    applied[interrupt_id] = digest
+    return True
+
+
+def _clear_in_flight(worker: RunWorker, interrupt_id: str) -> None:
+    """The runtime refused this delivery: it was not applied, so a later snapshot must not count it."""
+    try:
+        worker.recorder.mark_in_flight(interrupt_id, None)
+    except StateWriteFailed as exc:
+        log.warning("could not clear the in-flight record of %s: %s", interrupt_id, exc)
+    if interrupt_id in worker.projector.pending:
+        worker.projector.pending[interrupt_id]["answerDigest"] = None
+
+
+def _replays_recovered(entries: List[Dict[str, Any]], applied: Dict[str, str]) -> bool:
+    return bool(entries) and all(applied.get(entry.get("interruptId")) == rules.resume_digest(entry)
+                                 for entry in entries)
 
 
 def _persist_discovered(worker: RunWorker, newly: List[Any]) -> None:
@@ -221,8 +272,9 @@ def _commit(worker: RunWorker, interrupt_id: str, entry: Dict[str, Any], value: 
         worker.recorder.commit_answer(interrupt_id, rules.resume_digest(entry))
     except StateWriteFailed as exc:
         log.error("accepted answer %s could not be committed: %s", interrupt_id, exc)
-        worker.projector.pending.pop(interrupt_id, None)
+        worker.projector.pending.clear()
         worker._cancel_task(best_effort=True)
+        worker.recorder.release(terminal=True, clear_pending=True)
         worker.apply(worker.projector.abort("STATE_PERSISTENCE_FAILED", errors.MSG_COMMIT_FAILED))
         raise StopRun()
     worker.projector.mark_applied(interrupt_id)
@@ -237,7 +289,7 @@ def _commit(worker: RunWorker, interrupt_id: str, entry: Dict[str, Any], value: 
 
 
 def _send_streamed(worker: RunWorker, answer: rules.UpstreamAnswer, value: Dict[str, Any], entry: Dict[str, Any],
-                   task_id: str, context_id: str, metadata: Dict[str, Any], last: bool) -> bool:
+                   task_id: str, context_id: str, metadata: Dict[str, Any]) -> bool:
     message = dialect.build_message(answer.message_id, answer.parts, context_id, metadata, task_id)
     accepted = []
 
@@ -254,7 +306,7 @@ def _send_streamed(worker: RunWorker, answer: rules.UpstreamAnswer, value: Dict[
         if dialect.rpc_error_is_backup_not_ready(exc.data):
             raise
         log.warning("the runtime rejected the answer to %s: %s", answer.interrupt_id, exc)
-        raise _NotAccepted(errors.MSG_A2A_REJECTED)
+        raise _NotAccepted(errors.MSG_A2A_REJECTED, rejected=True)
     except A2AError:
         if accepted:
             raise
@@ -277,7 +329,7 @@ def _send_sideband(worker: RunWorker, answer: rules.UpstreamAnswer, value: Dict[
     except A2ARpcError as exc:
         if dialect.rpc_error_is_backup_not_ready(exc.data):
             raise
-        raise _NotAccepted(errors.MSG_A2A_REJECTED)
+        raise _NotAccepted(errors.MSG_A2A_REJECTED, rejected=True)
     except A2AError:
         raise _NotAccepted(errors.MSG_A2A_NOT_ACCEPTED)
     _commit(worker, answer.interrupt_id, entry, value)
@@ -318,7 +370,12 @@ def _follow(worker: RunWorker, task_id: str, pipeline_mode: bool) -> None:
         log.info("GetTask before SubscribeToTask failed: %s", exc)
     if snapshot is not None:
         state = dialect.normalize_state((dialect.unwrap(snapshot)[1].get("status") or {}).get("state"))
-        if state in dialect.TERMINAL_STATES or worker.projector.snapshot_inputs(snapshot):
+        try:
+            shows_inputs = bool(worker.projector.snapshot_inputs(snapshot))
+        except ProtocolViolation:
+            worker.apply(worker.projector.fail("A2A_PROTOCOL_ERROR", errors.MSG_A2A_PROTOCOL_ERROR))
+            return
+        if state in dialect.TERMINAL_STATES or shows_inputs:
             worker.apply(worker.projector.feed(snapshot, with_text=False))
             if worker.projector.done:
                 return

@@ -15,7 +15,7 @@ from iaccode_agui.projection.events import SESSION_EVENT
 from iaccode_agui.projection.run import (BindSession, BindTask, CommitInterrupts, EndRun, PipelineProgress,
                                          ProtocolViolation, RunProjector, is_event)
 from iaccode_agui.runs.channel import RunChannel
-from iaccode_agui.runs.recorder import StateRecorder
+from iaccode_agui.runs.recorder import ExecutionEnded, StateRecorder
 from iaccode_agui.state.store import StateWriteFailed
 
 log = logging.getLogger("iaccode_agui.runs")
@@ -39,6 +39,7 @@ class RunWorker:
         self._lock = threading.Lock()
         self._stream: Optional[A2AStream] = None
         self.cancel_requested = False
+        self.cancelled_by_extension = False
         self.outcome: Optional[str] = None       # "success" | "interrupt" | "error"
         self.error_code: Optional[str] = None
         self.keep_pending_on_disconnect = False   # a resume in flight keeps its interrupts on disconnect
@@ -49,6 +50,15 @@ class RunWorker:
     # ---- control from other threads ------------------------------------------------------------
     def start(self) -> None:
         self.thread.start()
+
+    def note_cancelled(self) -> None:
+        """The cancel extension ended this execution: send nothing more to its task."""
+        self.cancelled_by_extension = True
+
+    def release_resources(self) -> None:
+        """Drop what a finished run no longer needs (the request with its images, the shown text)."""
+        self._driver = lambda worker: None
+        self.projector.spans.text_buffers.clear()
 
     def request_cancel(self) -> None:
         """The client is gone: stop reading and cancel the task (once its id is known)."""
@@ -93,6 +103,7 @@ class RunWorker:
         effect runs), so the two frames that reveal them cost one state write, not two.
         """
         for index, item in enumerate(outputs):
+            flushing = False
             try:
                 if isinstance(item, BindTask):
                     self._held_task = item.task_id
@@ -100,14 +111,21 @@ class RunWorker:
                 if isinstance(item, BindSession):
                     self._held_session = item.session_id
                     continue
+                flushing = True
                 self.flush_bindings()
+                flushing = False
                 if is_event(item):
                     self.channel.publish(item)
                     continue
                 self._effect(item)
             except StateWriteFailed as exc:
-                log.error("recovery-critical state write failed on thread %s: %s", self.recorder.thread_id, exc)
-                self._fail_closed(outputs[index + 1:])
+                # A failed flush happened before ``item`` itself was handled: it still has to go out.
+                rest = outputs[index:] if flushing else outputs[index + 1:]
+                if isinstance(exc, ExecutionEnded):
+                    self._end_cancelled(rest)
+                else:
+                    log.error("recovery-critical state write failed on thread %s: %s", self.recorder.thread_id, exc)
+                    self._fail_closed(rest)
                 raise StopRun()
 
     def flush_bindings(self) -> None:
@@ -138,12 +156,19 @@ class RunWorker:
     def _fail_closed(self, rest: List[Any]) -> None:
         """Nothing recoverable may be announced: cancel upstream, clear pending, end with an error."""
         self._cancel_task(best_effort=True)
+        self._finish_without_announcing(rest, "STATE_PERSISTENCE_FAILED", errors.MSG_STATE_PERSISTENCE_FAILED)
+
+    def _end_cancelled(self, rest: List[Any]) -> None:
+        """The execution was cancelled (or expired) while this run was still producing output."""
+        self._finish_without_announcing(rest, "CANCELLED", errors.MSG_CANCELLED)
+
+    def _finish_without_announcing(self, rest: List[Any], code: str, message: str) -> None:
         for item in rest:
             if is_event(item) and item["type"] not in ("RUN_FINISHED", "RUN_ERROR") and not (
                     item["type"] == "CUSTOM" and item.get("name") == SESSION_EVENT):
                 self.channel.publish(item)
         self.projector.pending.clear()
-        outputs = self.projector.abort("STATE_PERSISTENCE_FAILED", errors.MSG_STATE_PERSISTENCE_FAILED)
+        outputs = self.projector.abort(code, message)
         for item in outputs:
             if is_event(item):
                 self.channel.publish(item)
