@@ -1,4 +1,5 @@
-"""Hostile input: property tests through werkzeug's test client, then explicit edge cases.
+"""Hostile input: property tests through werkzeug's test client, then explicit edge cases (routes, nesting,
+encodings, ids); body sizes, images and raw-socket cases live in ``test_hostile_sizes.py``.
 
 The contract under test: whatever a client sends, the answer is never a 5xx, never shows a traceback or a
 Python repr, and is either a 200 SSE stream or exactly ``{"error":{"code","message"}}`` with the status
@@ -10,121 +11,23 @@ on purpose: they are covered by the explicit, currently failing cases below, and
 make every property fail on the same known bug.
 """
 import base64
-import http.client
 import json
 import os
-import socket
 import threading
-import uuid
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 from urllib.parse import quote
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from werkzeug.test import Client, EnvironBuilder
 
-from iaccode_agui import errors, inputs
-from iaccode_agui.app import AguiApp
-from iaccode_agui.config import Settings
 from iaccode_agui.demo import DemoServer
-from iaccode_agui.errors import ERRORS
 from tests.agui_checker import check_stream
+from tests.hostile_helpers import CANCEL_PATH, PNG, Env, assert_contract, fresh_run
+from tests.hostile_helpers import big_env, env  # noqa: F401  (fixtures: pytest finds them by these names)
 
-SMALL_LIMIT = 64 * 1024
-BIG_LIMIT = 24 * 1024 * 1024
-CANCEL_PATH = "/extensions/iac-code/v1/executions/%s/cancel"
-REPR_MARKERS = ("Traceback", 'File "', "object at 0x", "<class '", "<function ", "Exception(", "Error(")
-EXPECTED_HEADERS = {"content-type", "content-length", "cache-control", "x-accel-buffering", "www-authenticate",
-                    "allow", "retry-after"}
 PROPERTY_SETTINGS = dict(deadline=None, database=None,
                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-
-
-def _closed_port() -> int:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
-
-
-class Env:
-    """An adapter app in front of a closed port, plus a werkzeug client for it."""
-
-    def __init__(self, root: str, **overrides: Any) -> None:
-        self.root = root
-        self.workspace = os.path.realpath(os.path.join(root, "ws"))
-        os.makedirs(self.workspace, exist_ok=True)
-        self.state_dir = os.path.join(root, "state")
-        values: Dict[str, Any] = dict(a2a_url="http://127.0.0.1:%d/" % _closed_port(), state_dir=self.state_dir,
-                                      allowed_cwds=(self.workspace,), max_request_bytes=SMALL_LIMIT,
-                                      disconnect_poll=0.05, connect_timeout=1.0)
-        values.update(overrides)
-        self.app = AguiApp(Settings(**values))
-        self.client = Client(self.app)
-
-    def close(self) -> None:
-        self.app.manager.cancel_all()
-        self.app.manager.wait_idle(5)
-        self.app.client.close()
-        self.app.manager.expiry.stop()
-
-    def body(self, text: Any = "hello", thread: str = "t", run: str = "r", **props: Any) -> Dict[str, Any]:
-        iac = {"schemaVersion": 1, "rosInvocationId": "inv", "cwd": self.workspace}
-        iac.update(props)
-        return {"threadId": thread, "runId": run, "state": {}, "tools": [], "context": [],
-                "messages": [{"id": "m1", "role": "user", "content": text}], "forwardedProps": {"iacCode": iac}}
-
-    def call(self, data: Any, path: str = "/", headers: Optional[Dict[str, str]] = None,
-             content_type: str = "application/json", method: str = "POST") -> Tuple[int, Dict[str, str], bytes]:
-        raw = data if isinstance(data, bytes) else json.dumps(data).encode("utf-8")
-        response = self.client.open(path, method=method, data=raw, headers=headers or {},
-                                    content_type=content_type, buffered=False)
-        try:
-            content = response.get_data()
-        finally:
-            response.close()
-        return response.status_code, dict(response.headers), content
-
-
-def assert_contract(status: int, headers: Dict[str, str], body: bytes, allow_5xx: bool = False) -> Optional[str]:
-    """Checks one answer; returns the error code (None for a 200).  ``allow_5xx`` admits a documented 503."""
-    assert status < 500 or (allow_5xx and status == 503), (status, body[:500])
-    text = body.decode("utf-8")
-    for marker in REPR_MARKERS:
-        assert marker not in text, (marker, text[:500])
-    for name, value in headers.items():
-        assert name.lower() in EXPECTED_HEADERS, (name, value)
-        assert "\r" not in value and "\n" not in value
-    if status == 200 and headers["Content-Type"].startswith("text/event-stream"):
-        events = check_stream(body)
-        assert events[0]["type"] == "RUN_STARTED" and events[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR")
-        return None
-    assert headers["Content-Type"].startswith("application/json"), headers
-    payload = json.loads(text)
-    if status == 200:
-        assert set(payload) == {"executionId", "status"}
-        return None
-    assert list(payload) == ["error"] and sorted(payload["error"]) == ["code", "message"], payload
-    code, message = payload["error"]["code"], payload["error"]["message"]
-    assert code in ERRORS and ERRORS[code][0] == status, (code, status)
-    assert isinstance(message, str) and message.strip()
-    return code
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory) -> Iterator[Env]:
-    made = Env(str(tmp_path_factory.mktemp("hostile")))
-    yield made
-    made.close()
-
-
-@pytest.fixture(scope="module")
-def big_env(tmp_path_factory) -> Iterator[Env]:
-    made = Env(str(tmp_path_factory.mktemp("hostile-big")), max_request_bytes=BIG_LIMIT)
-    yield made
-    made.close()
 
 
 # ---- strategies ---------------------------------------------------------------------------------------
@@ -137,7 +40,6 @@ HOSTILE_IDS = ["..", ".", "../escape", "../../etc/passwd", "a/b", "a\\b", "/abs"
                "COM1", "LPT9.txt", "thread.", "~", "aguiid~41", "aguihash~00", " ", "\u202e", "C:\\x", "a\r\nb",
                "\x00", "x" * 1025, "", "é/é"]
 IDS = st.one_of(TEXT.filter(bool), st.sampled_from(HOSTILE_IDS), JSON)
-PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 16
 IMAGE_PARTS = st.fixed_dictionaries({
     "type": st.sampled_from(["image", "binary", "text", "audio", "document"]),
 }, optional={
@@ -178,11 +80,6 @@ RESUME_ENTRY = st.fixed_dictionaries({}, optional={
         "freeText": TEXT})),
     "metadata": JSON, "extra": JSON})
 RESUME = st.one_of(st.none(), st.just([]), st.lists(RESUME_ENTRY, max_size=3), JSON)
-
-
-def fresh_run() -> str:
-    """Run ids are consumed by admission; a property must not trip over DUPLICATE_RUN_ID by replaying one."""
-    return "run-" + uuid.uuid4().hex
 
 
 def _mutate(draw: Any, base: Dict[str, Any], values: Dict[str, Any], keep: int = 3, extra: int = 4) -> Dict[str, Any]:
@@ -351,160 +248,6 @@ def test_last_event_id_with_superscript_digits_is_invalid_input(env, value):
     assert assert_contract(status, headers, body) == "INVALID_INPUT"
 
 
-# ---- sizes -------------------------------------------------------------------------------------------------
-def _padded(env: Env, size: int) -> bytes:
-    raw = json.dumps(env.body("pad", thread="pad", run=fresh_run())).encode("utf-8")
-    return raw[:-1] + b" " * (size - len(raw)) + b"}"
-
-
-def test_body_at_the_limit_is_accepted_one_byte_over_is_413(env):
-    status, headers, body = env.call(_padded(env, SMALL_LIMIT))
-    assert status == 200 and assert_contract(status, headers, body) is None
-    status, headers, body = env.call(_padded(env, SMALL_LIMIT + 1))
-    assert status == 413 and assert_contract(status, headers, body) == "REQUEST_TOO_LARGE"
-
-
-def test_cancel_body_limit_is_64_kib(big_env):
-    raw = json.dumps({"threadId": "t", "rosInvocationId": "i", "pad": "x" * (64 * 1024)}).encode()
-    status, headers, body = big_env.call(raw, path=CANCEL_PATH % "e1")
-    assert status == 413 and assert_contract(status, headers, body) == "REQUEST_TOO_LARGE"
-
-
-def _streamed(env: Env, raw: bytes) -> Tuple[int, Dict[str, str], bytes]:
-    """POST ``raw`` the way a server that streams a chunked body does: no Content-Length, input terminated."""
-    environ = EnvironBuilder(path="/", method="POST", data=raw, content_type="application/json").get_environ()
-    environ.pop("CONTENT_LENGTH", None)
-    environ["wsgi.input_terminated"] = True
-    app_iter, status, headers = env.client.run_wsgi_app(environ, buffered=True)
-    return int(status.split()[0]), dict(headers), b"".join(app_iter)
-
-
-def test_streamed_body_within_the_limit_is_read_whole(env):
-    status, headers, body = _streamed(env, _padded(env, SMALL_LIMIT))
-    assert status == 200 and assert_contract(status, headers, body) is None
-
-
-@pytest.mark.parametrize("tail", [b"x" * SMALL_LIMIT, b"  trailing bytes past the limit"])
-def test_streamed_body_over_the_limit_is_413(env, tail):
-    status, headers, body = _streamed(env, _padded(env, SMALL_LIMIT) + tail)
-    assert status == 413 and assert_contract(status, headers, body) == "REQUEST_TOO_LARGE"
-
-
-Exchange = Tuple[int, Dict[str, str], bytes, str]
-
-
-def _exchange(port: int, head: bytes, parts: List[bytes], wait: float = 5.0) -> Optional[Exchange]:
-    """Send a hand-made request on a raw socket; (status, headers, body, raw header block) or None if unanswered."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=wait)
-    try:
-        sock.sendall(head + b"".join(parts))
-        response = http.client.HTTPResponse(sock)
-        try:
-            response.begin()
-        except socket.timeout:
-            return None
-        return response.status, dict(response.getheaders()), response.read(), str(response.msg)
-    finally:
-        sock.close()
-
-
-def _chunked(payload: bytes, size: int = 8192) -> List[bytes]:
-    parts = [b"%x\r\n%s\r\n" % (len(payload[i:i + size]), payload[i:i + size]) for i in range(0, len(payload), size)]
-    return parts + [b"0\r\n\r\n"]
-
-
-def _head(extra: str, method: str = "POST", path: str = "/") -> bytes:
-    return ("%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\n"
-            "Accept-Language: fr\r\n%s\r\n" % (method, path, extra)).encode("latin-1")
-
-
-def _check_wire(status: int, headers: Dict[str, str], body: bytes) -> Optional[str]:
-    for name in headers:
-        assert name.lower() in EXPECTED_HEADERS | {"date", "server", "connection", "transfer-encoding"}, name
-    return assert_contract(status, {k: v for k, v in headers.items() if k.lower() in EXPECTED_HEADERS}, body)
-
-
-def test_chunked_and_content_length_bodies_over_the_limit_on_the_wire(adapter_factory):
-    adapter = adapter_factory(max_request_bytes=SMALL_LIMIT)
-    port = adapter.server.port
-    payload = json.dumps(adapter.body("x" * (SMALL_LIMIT * 2), thread="wire")).encode()
-    for head, parts in ((_head("Transfer-Encoding: chunked\r\n"), _chunked(payload)),
-                        (_head("Content-Length: %d\r\n" % len(payload)), [payload])):
-        status, headers, body, _ = _exchange(port, head, parts)
-        assert status == 413 and _check_wire(status, headers, body) == "REQUEST_TOO_LARGE"
-    small = json.dumps(adapter.body("hello", thread="wire-ok")).encode()
-    status, headers, _, _ = _exchange(port, _head("Transfer-Encoding: chunked\r\n"), _chunked(small, 100))
-    assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
-
-
-@pytest.mark.parametrize("framing", ["content-length", "chunked"])
-def test_oversized_body_is_refused_without_buffering_it(adapter_factory, framing):
-    adapter = adapter_factory(max_request_bytes=SMALL_LIMIT)
-    if framing == "content-length":
-        head, parts = _head("Content-Length: %d\r\n" % (500 * 1024 * 1024)), [b"{" * 1024]
-    else:
-        head, parts = _head("Transfer-Encoding: chunked\r\n"), _chunked(b"x" * (SMALL_LIMIT * 8))[:-1]
-    answer = _exchange(adapter.server.port, head, parts, wait=2.0)     # the body is never completed
-    assert answer is not None, "no answer while the oversized body was still being sent"
-    assert answer[0] == 413
-
-
-# ---- images -------------------------------------------------------------------------------------------------
-def _image_body(env: Env, parts: List[Dict[str, Any]], run: str) -> Dict[str, Any]:
-    return env.body([{"type": "text", "text": "look"}] + parts, thread="img", run=run)
-
-
-def _data_image(raw: bytes, mime: str = "image/png", **extra: Any) -> Dict[str, Any]:
-    part = {"type": "image", "source": {"type": "data", "mimeType": mime, "value": base64.b64encode(raw).decode()}}
-    part.update(extra)
-    return part
-
-
-IMAGE_CASES = [
-    ("too large", [_data_image(PNG + b"\0" * (8 * 1024 * 1024))], errors.MSG_IMAGE_TOO_LARGE),
-    ("total too large", [_data_image(PNG + b"\0" * (6 * 1024 * 1024)), _data_image(PNG + b"\1" * (6 * 1024 * 1024))],
-     errors.MSG_IMAGES_TOO_LARGE),
-    ("bad base64", [{"type": "image", "source": {"type": "data", "mimeType": "image/png", "value": "!!not base64"}}],
-     errors.MSG_IMAGE_INVALID),
-    ("base64 with newlines", [{"type": "image", "source": {"type": "data", "mimeType": "image/png",
-                                                           "value": base64.encodebytes(PNG * 8).decode()}}],
-     errors.MSG_IMAGE_INVALID),
-    ("signature mismatch", [_data_image(b"\xff\xd8\xff" + b"\0" * 16)], errors.MSG_IMAGE_INVALID),
-    ("empty image", [_data_image(b"")], errors.MSG_IMAGE_INVALID),
-    ("svg", [_data_image(b"<svg/>", "image/svg+xml")], errors.MSG_IMAGE_TYPE),
-    ("no mime", [{"type": "image", "source": {"type": "data", "value": base64.b64encode(PNG).decode()}}],
-     errors.MSG_IMAGE_TYPE),
-    ("value not a string", [{"type": "image", "source": {"type": "data", "mimeType": "image/png", "value": 7}}],
-     errors.MSG_IMAGE_INVALID),
-    ("remote url", [{"type": "image", "source": {"type": "url", "value": "http://169.254.169.254/"}}],
-     errors.MSG_REMOTE_MEDIA),
-    ("file url", [{"type": "binary", "mimeType": "image/png", "url": "file:///etc/passwd"}], errors.MSG_REMOTE_MEDIA),
-    ("binary not image", [{"type": "binary", "mimeType": "application/pdf", "data": "JVBERi0="}],
-     errors.MSG_UNSUPPORTED_CONTENT),
-    ("webp too short", [_data_image(b"RIFF\0\0\0\0WEB", "image/webp")], errors.MSG_IMAGE_INVALID),
-]
-
-
-@pytest.mark.parametrize("name,parts,message", IMAGE_CASES, ids=[case[0] for case in IMAGE_CASES])
-def test_bad_images_are_invalid_input(big_env, name, parts, message):
-    status, headers, body = big_env.call(_image_body(big_env, parts, "run-img-" + name.replace(" ", "-")))
-    assert status == 400 and assert_contract(status, headers, body) == "INVALID_INPUT"
-    assert json.loads(body)["error"]["message"] == message
-
-
-@pytest.mark.parametrize("filename", ["../../etc/passwd", "a/b.png", "CON.png", "aux.txt", "nul", "..", "x\x00.png",
-                                      "a\\b.png", "\x1b[31m.png", "x" * 300])
-def test_hostile_image_filenames_are_replaced(big_env, filename):
-    part = _data_image(PNG, metadata={"filename": filename})
-    request = inputs.parse_run_request(_image_body(big_env, [part], "run-fn"), big_env.app.settings.allowed_cwds)
-    assert request.user_message.parts[1]["data"]["filename"] == "agui-image-1"
-
-
-def test_oversized_image_body_is_413_before_decoding(env):
-    status, headers, body = env.call(_image_body(env, [_data_image(PNG + b"\0" * SMALL_LIMIT)], "run-img-413"))
-    assert status == 413 and assert_contract(status, headers, body) == "REQUEST_TOO_LARGE"
-
-
 # ---- malformed JSON -------------------------------------------------------------------------------------------
 NESTED = [
     ("arrays", b"[" * 100000 + b"]" * 100000),
@@ -634,24 +377,3 @@ def test_hostile_ids_work_or_are_invalid_and_stay_inside_the_state_dir(tmp_path,
         assert not os.path.exists("/tmp/owned")
     finally:
         env.close()
-
-
-def test_ids_are_never_echoed_into_response_headers_on_the_wire(adapter_factory):
-    adapter = adapter_factory()
-    injected = "%0D%0ASet-Cookie:%20injected=1%0D%0AX-Injected:%201"
-    attempts = [
-        ("POST", CANCEL_PATH % injected, json.dumps({"threadId": "t", "rosInvocationId": "i"})),
-        ("POST", CANCEL_PATH % "e1", json.dumps({"threadId": "t\r\nX-Injected: 1", "rosInvocationId": "i"})),
-        ("POST", "/", json.dumps(adapter.body("hi", thread="t\r\nSet-Cookie: injected=1"))),
-        ("POST", "/", json.dumps(adapter.body("hi", run="r\nX-Injected: 1"))),
-        ("GET", "/" + injected, ""),
-        ("POST", "/?x=" + injected, json.dumps(adapter.body("hi", thread="hdr-ok"))),
-    ]
-    for method, path, payload in attempts:
-        data = payload.encode()
-        status, headers, body, block = _exchange(adapter.server.port, _head(
-            "Content-Length: %d\r\n" % len(data), method, path), [data])
-        assert "injected" not in block.lower() and "set-cookie" not in block.lower(), block
-        assert status < 500
-        if not headers.get("Content-Type", "").startswith("text/event-stream"):
-            _check_wire(status, headers, body)

@@ -19,7 +19,7 @@ from iaccode_agui.config import ConfigError, normalize_a2a_url
 from iaccode_agui.demo import DemoServer
 from tests.agui_checker import check_stream
 from tests.harness import interrupt_of, read_sse_until, session_of, wait_for
-from tests.test_hostile_input import CANCEL_PATH, Env, assert_contract, fresh_run
+from tests.hostile_helpers import CANCEL_PATH, Env, assert_contract, fresh_run
 
 TOKEN = "tok-AUTH-S3CRET"
 UNAUTHORIZED = {"error": {"code": "UNAUTHORIZED", "message": errors.MSG_UNAUTHORIZED}}

@@ -20,11 +20,7 @@ import collections
 import json
 import os
 import random
-import re
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -34,15 +30,21 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 import requests
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+if HERE not in sys.path:   # the tests load this file by path; its sibling must still import
+    sys.path.append(HERE)
 
 from iaccode_agui.demo import DemoServer  # noqa: E402
 from iaccode_agui.state.keys import thread_file_stem  # noqa: E402
 from iaccode_agui.state.store import StateUnavailable, ThreadStore  # noqa: E402
 
-TOKEN = "soak-upstream-token"
+# Re-exported: the tests load only this file, by path, and use the plumbing through it.
+from crash_soak_procs import (  # noqa: E402,F401
+    TOKEN, AdapterProcess, Gate, Result, free_port, post_run, remember_session)
+
 DOCUMENTED = ("EXECUTION_EXPIRED", "EXECUTION_LOST", "RESUME_ALREADY_APPLIED")
 TURNS = (("hello there", 2), ("please write a file", 3), ("write twice", 2), ("a question", 2), ("slow", 2))
 AIM_EVERY = 5
@@ -56,143 +58,6 @@ KNOWN_BUGS = {
                           "(test_orphan_still_cancelled_when_the_recovering_adapter_dies_too)",
 }
 REJECTED = "The A2A service rejected the interrupt response."
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class AdapterProcess:
-    """``python -m iaccode_agui`` on a fresh loopback port; each start logs to its own file."""
-
-    def __init__(self, upstream: str, state_dir: str, workspace_root: str, log_dir: str,
-                 token: Optional[str] = TOKEN) -> None:
-        self.upstream, self.state_dir, self.root, self.log_dir, self.token = (
-            upstream, state_dir, workspace_root, log_dir, token)
-        self.proc: Optional[subprocess.Popen] = None
-        self.url: Optional[str] = None
-        self.starts = 0
-
-    def start(self, timeout: float = 20.0) -> str:
-        self.starts += 1
-        log_path = os.path.join(self.log_dir, "adapter-%03d.log" % self.starts)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("IAC_CODE_AGUI_")}
-        env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        env["IAC_CODE_AGUI_ALLOWED_CWDS"] = self.root
-        command = [sys.executable, "-m", "iaccode_agui", "--a2a-url", self.upstream, "--port", str(free_port()),
-                   "--state-dir", self.state_dir, "--threads", "48", "--heartbeat-interval", "1",
-                   "--drain-timeout", "5"] + (["--a2a-token", self.token] if self.token else [])
-        with open(log_path, "wb") as log:
-            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            with open(log_path, "rb") as handle:
-                found = re.search(rb"listening on (\S+)", handle.read())
-            if found:
-                self.url = found.group(1).decode().rstrip("/") + "/"
-                return self.url
-            time.sleep(0.02)
-        raise RuntimeError("the adapter did not start; see %s" % log_path)
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-    def terminate(self, timeout: float = 20.0) -> Optional[int]:
-        """SIGTERM must drain and exit 0; the exit status, or None when it had to be killed."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-            return None
-
-
-class Gate:
-    """Where the adapter listens now; clients wait here while it restarts, and learn whether it did."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self.url: Optional[str] = None
-        self.generation = 0
-
-    def current(self, timeout: float = 30.0) -> Tuple[str, int]:
-        with self._cond:
-            if not self._cond.wait_for(lambda: self.url is not None, timeout):
-                raise RuntimeError("the adapter did not come back")
-            return str(self.url), self.generation
-
-    def set(self, url: Optional[str]) -> None:
-        with self._cond:
-            self.url = url
-            self.generation += 1 if url else 0
-            self._cond.notify_all()
-
-    def killed_since(self, generation: int, timeout: float = 30.0) -> bool:
-        """Whether a kill explains a failure seen on ``generation`` (returns once the restart is done)."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self.url is None or self.generation > generation, timeout) \
-                and self._cond.wait_for(lambda: self.url is not None, timeout)
-
-
-class Result:
-    def __init__(self, status: int = 0, code: Optional[str] = None, dropped: bool = False, detail: str = "") -> None:
-        self.status, self.code, self.dropped, self.detail = status, code, dropped, detail
-        self.events: List[Dict[str, Any]] = []
-
-    @property
-    def final(self) -> Optional[Dict[str, Any]]:
-        last = self.events[-1] if self.events else None
-        return last if last and last["type"] in ("RUN_FINISHED", "RUN_ERROR") else None
-
-    @property
-    def finished(self) -> bool:
-        return self.status == 200 and self.final is not None and self.final["type"] == "RUN_FINISHED"
-
-    @property
-    def interrupts(self) -> List[Dict[str, Any]]:
-        outcome = (self.final or {}).get("outcome") or {}
-        return list(outcome.get("interrupts") or []) if outcome.get("type") == "interrupt" else []
-
-    def session(self) -> Optional[Dict[str, Any]]:
-        return next((e["value"] for e in self.events if e["type"] == "CUSTOM"
-                     and e.get("name") == "iac-code.session.v1"), None)
-
-
-def post_run(session: requests.Session, url: str, body: Dict[str, Any], on_event: Any = None) -> Result:
-    """POST a RunAgentInput and read its SSE stream to the end; a cut connection is ``dropped``."""
-    try:
-        response = session.post(url, data=json.dumps(body), stream=True, timeout=(3, 30),
-                                headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
-    except requests.RequestException as exc:
-        return Result(dropped=True, detail=type(exc).__name__)
-    with response:
-        if response.status_code != 200:
-            try:
-                return Result(response.status_code, response.json()["error"]["code"])
-            except (ValueError, KeyError, TypeError, requests.RequestException):
-                return Result(response.status_code, None, detail=response.text[:200])
-        result = Result(200)
-        try:
-            for line in response.iter_lines():
-                if line.startswith(b"data:"):
-                    result.events.append(json.loads(line[5:].strip()))
-                    if on_event is not None:
-                        on_event(result.events[-1])
-        except (requests.RequestException, ValueError) as exc:
-            result.detail = type(exc).__name__
-        result.dropped = result.final is None
-        return result
-
-
-def remember_session(event: Dict[str, Any], into: Dict[str, Any]) -> None:
-    if event["type"] == "CUSTOM" and event.get("name") == "iac-code.session.v1":
-        into.update(executionId=event["value"].get("executionId"), taskId=event["value"].get("taskId"))
 
 
 class Soak:
