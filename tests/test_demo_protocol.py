@@ -188,7 +188,7 @@ def test_stop_ends_open_streams_promptly(workspace: str) -> None:
     assert time.monotonic() - began < 2.0
     try:
         rest = stream.results()
-    except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ConnectionError):
-        rest = []
+    except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ConnectionError, OSError):
+        rest = []   # the server closed the connection under the reader: how that surfaces depends on timing
     assert len(texts(rest)) < 60  # the slow turn was cut short, not played out
     assert srv.runtime.active_turns == 0
