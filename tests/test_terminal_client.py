@@ -279,7 +279,7 @@ def test_real_sigint_in_a_subprocess_cancels_the_run(adapter, demo):
         if child.poll() is None:
             child.kill()
             child.wait()
-    assert child.returncode == 130, errors
+    assert child.returncode == 130, (child.returncode, (seen + rest).decode("utf-8", "replace"), errors)
     output = (seen + rest).decode("utf-8")
     assert "cancel: cancelled" in output and "\x1b[" not in output
     state = adapter.app.store.load("sig")
