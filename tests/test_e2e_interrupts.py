@@ -230,3 +230,27 @@ def test_state_file_holds_no_secrets(adapter):
     json.loads(content)
     for secret in ("sk-SECRET-1", "HDR-SECRET-2", "AK-SECRET-3", "STS-SECRET-4"):
         assert secret not in content
+
+
+@pytest.mark.parametrize("status,body,code", [
+    ("409 Conflict", {"error": {"code": "SESSION_BACKUP_NOT_READY", "retryable": True}}, "SESSION_BACKUP_NOT_READY"),
+    ("404 Not Found", {"error": "A2A session not found"}, "EXECUTION_LOST"),
+])
+def test_session_restore_failures_keep_the_interrupt(adapter, demo, monkeypatch, status, body, code):
+    interrupt = interrupt_of(adapter.run(adapter.body("write", thread="sr", ros="inv")))
+
+    def not_ready(environ, start_response):
+        start_response(status, [("Content-Type", "application/json")])
+        return [json.dumps(body).encode()]
+    monkeypatch.setitem(demo.runtime._routes["/iac-code/session/ensure-restored"], "POST", not_ready)
+    events = adapter.run(adapter.body(None, thread="sr", ros="inv", resume=allow(interrupt["id"])))
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == code
+    if code == "SESSION_BACKUP_NOT_READY":
+        assert events[-1]["message"] == "The iac-code session backup is not ready yet. Retry after 3 seconds."
+    else:
+        assert events[-1]["message"] == "The iac-code session to resume is unavailable."
+    assert not any(method == "GetTask" for method, _ in demo.runtime.requests_log)
+    assert demo.runtime.tool_executions == []
+    monkeypatch.undo()
+    done = adapter.run(adapter.body(None, thread="sr", ros="inv", resume=allow(interrupt["id"])))
+    assert done[-1]["outcome"] == {"type": "success"} and len(demo.runtime.tool_executions) == 1
