@@ -7,9 +7,8 @@ the response is an ``SSEBody`` that the WSGI server iterates in its own thread.
 import hmac
 import json
 import logging
-import os
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Optional
 
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, RequestEntityTooLarge
 from werkzeug.routing import Map, Rule

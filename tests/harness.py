@@ -4,7 +4,6 @@ Everything binds 127.0.0.1 port 0 and is stopped by handle.  ``Adapter.run`` pos
 returns the parsed, conformance-checked SSE stream.
 """
 import json
-import os
 import time
 import uuid
 from typing import Any, Dict, List, Optional, Tuple

@@ -7,7 +7,6 @@ answer streams that end early) is pinned by tests/test_demo_pipeline.py.
 from collections import Counter
 from typing import Any, Dict, List
 
-import pytest
 
 from tests.harness import interrupt_of, session_of
 
