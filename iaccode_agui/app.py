@@ -195,8 +195,9 @@ class AguiApp:
             run.client_closed(finished)
 
         self.metrics.inc("agui_http_requests_total", route="run", status="200")
+        sub.gone = waitress_disconnect_probe(request.environ)
         return SSEBody(sub, heartbeat=self.settings.heartbeat_interval, poll=self.settings.disconnect_poll,
-                       client_gone=waitress_disconnect_probe(request.environ), on_close=on_close,
+                       client_gone=sub.gone, on_close=on_close,
                        on_heartbeat=lambda: self.metrics.inc("agui_heartbeats_total"))
 
 

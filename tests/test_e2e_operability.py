@@ -16,7 +16,7 @@ from tests.harness import SSEReader, wait_for
 
 def test_reattach_replays_after_last_event_id(adapter_factory):
     adapter = adapter_factory(reconnect_grace=5.0)
-    body = adapter.body("sleep 1", thread="re")
+    body = adapter.body("sleep 3", thread="re")   # longer than a re-attach's wait for a takeover
     reader = SSEReader(adapter.post(body, stream=True))
     reader.until("RUN_STARTED")
     _, first_ids, _ = parse_sse(reader.raw)

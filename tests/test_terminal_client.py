@@ -37,9 +37,9 @@ class RecordingTransport(AguiTransport):
         self.bodies: List[Dict[str, Any]] = []
         self.cancels: List[tuple] = []
 
-    def start_run(self, body):
+    def start_run(self, body, last_event_id=None):
         self.bodies.append(body)
-        return super().start_run(body)
+        return super().start_run(body, last_event_id=last_event_id)
 
     def cancel(self, execution_id, thread_id, ros_invocation_id):
         self.cancels.append((execution_id, thread_id, ros_invocation_id))

@@ -17,6 +17,7 @@ from iaccode_agui.projection.events import SESSION_EVENT
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
+REATTACH_ATTEMPTS = 3   # re-attaches (Last-Event-ID) after a broken stream before giving up
 REPL_PROMPT = "> "
 
 InputFn = Callable[[str], str]
@@ -79,13 +80,35 @@ class TerminalClient:
         except HttpError as exc:
             self.renderer.error(exc.code, exc.message)
             return RunResult(EXIT_ERROR, [])
-        execution_id: Optional[str] = None
+        execution_box: List[Optional[str]] = [None]   # the executionId, once the session event showed it
+        reattach_left = REATTACH_ATTEMPTS
+        while True:
+            try:
+                return self._consume(stream, execution_box, ros_invocation_id)
+            except StreamBroken as exc:
+                last_id = stream.last_event_id
+                stream.close()
+                if last_id is None or reattach_left == 0:
+                    self.renderer.error("STREAM_BROKEN", str(exc))
+                    return RunResult(EXIT_ERROR, [])
+                reattach_left -= 1
+                self.renderer.end_line()
+                self.renderer.info("connection lost; re-attaching after event %s" % last_id)
+                try:
+                    stream = self.transport.start_run(body, last_event_id=last_id)
+                except HttpError as http_error:
+                    self.renderer.error(http_error.code, http_error.message)
+                    return RunResult(EXIT_ERROR, [])
+
+    def _consume(self, stream: Any, execution_id_box: List[Optional[str]], ros_invocation_id: str) -> RunResult:
+        """Render one response until the run's terminal event; StreamBroken propagates to the caller."""
+        execution_id = execution_id_box[0]
         try:
             for event in stream:
                 if event.get("type") == "CUSTOM" and event.get("name") == SESSION_EVENT:
                     value = event.get("value")
                     if isinstance(value, dict) and value.get("executionId"):
-                        execution_id = str(value["executionId"])
+                        execution_id = execution_id_box[0] = str(value["executionId"])
                 self.renderer.event(event)
                 if event.get("type") == "RUN_ERROR":
                     return RunResult(EXIT_ERROR, [])
@@ -95,9 +118,6 @@ class TerminalClient:
                         found = outcome.get("interrupts")
                         return RunResult(EXIT_OK, [i for i in found or [] if isinstance(i, dict)])
                     return RunResult(EXIT_OK, [])
-        except StreamBroken as exc:
-            self.renderer.error("STREAM_BROKEN", str(exc))
-            return RunResult(EXIT_ERROR, [])
         except KeyboardInterrupt:
             self._cancel(execution_id, ros_invocation_id)
             return RunResult(EXIT_INTERRUPTED, [])

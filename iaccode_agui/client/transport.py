@@ -133,19 +133,27 @@ class AguiTransport:
             headers["Accept-Language"] = self.language
         return headers
 
-    def _post(self, path: str, body: Dict[str, Any], accept: str, stream: bool) -> requests.Response:
+    def _post(self, path: str, body: Dict[str, Any], accept: str, stream: bool,
+              extra_headers: Optional[Dict[str, str]] = None) -> requests.Response:
         url = self.base_url + path
+        headers = self._headers(accept)
+        headers.update(extra_headers or {})
         try:
-            return self.session.post(url, data=json.dumps(body), headers=self._headers(accept), stream=stream,
+            return self.session.post(url, data=json.dumps(body), headers=headers, stream=stream,
                                      timeout=self.timeout)
         except requests.Timeout:
             raise HttpError("TIMEOUT", "no answer from %s" % url) from None
         except requests.RequestException as exc:
             raise HttpError("CONNECTION_FAILED", "cannot reach %s (%s)" % (url, type(exc).__name__)) from None
 
-    def start_run(self, body: Dict[str, Any]) -> RunStream:
-        """POST a RunAgentInput; the returned stream is already past the HTTP status."""
-        response = self._post("", body, "text/event-stream", stream=True)
+    def start_run(self, body: Dict[str, Any], last_event_id: Optional[str] = None) -> RunStream:
+        """POST a RunAgentInput; the returned stream is already past the HTTP status.
+
+        With ``last_event_id`` the identical request re-attaches to the live run and replays what came
+        after that event (the adapter's reconnect extension).
+        """
+        extra = {"Last-Event-ID": last_event_id} if last_event_id is not None else None
+        response = self._post("", body, "text/event-stream", stream=True, extra_headers=extra)
         content_type = response.headers.get("Content-Type", "")
         if response.status_code != 200 or not content_type.startswith("text/event-stream"):
             try:

@@ -9,7 +9,7 @@ import collections
 import json
 import threading
 import time
-from typing import Any, Deque, Dict, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from iaccode_agui.a2a.sse import encode_event
 from iaccode_agui.errors import AguiError
@@ -84,6 +84,7 @@ class Subscription:
         self.channel = channel
         self.replay = replay
         self.queue = FrameQueue(maxsize)
+        self.gone: Optional[Callable[[], bool]] = None   # the server's "client disconnected" probe, if any
 
 
 class RunChannel:
@@ -130,8 +131,25 @@ class RunChannel:
         if sub is not None:
             sub.queue.put_final(END)
 
-    def attach(self, after_seq: Optional[int] = None) -> Subscription:
-        """Attach a client; ``after_seq`` replays buffered frames with a greater id."""
+    def attach(self, after_seq: Optional[int] = None, takeover_wait: float = 0.0) -> Subscription:
+        """Attach a client; ``after_seq`` replays buffered frames with a greater id.
+
+        A client that lost its connection usually re-attaches before the server has noticed the loss, so
+        for up to ``takeover_wait`` seconds a subscriber whose connection is known to be gone is replaced
+        instead of refused.
+        """
+        deadline = time.monotonic() + takeover_wait
+        while True:
+            with self._lock:
+                previous = self._subscriber
+                if previous is None:
+                    break
+                if previous.gone is not None and previous.gone():
+                    self._subscriber = None       # its generator ends on its own at the next poll
+                    break
+            if time.monotonic() >= deadline:
+                raise AguiError("RUN_ALREADY_ATTACHED")
+            time.sleep(0.05)
         with self._lock:
             if self._subscriber is not None:
                 raise AguiError("RUN_ALREADY_ATTACHED")

@@ -35,6 +35,7 @@ log = logging.getLogger("iaccode_agui.runs")
 
 FINISHED_KEEP = 256          # finished runs whose events stay available for re-attach
 FINISHED_TTL = 300.0         # seconds
+REATTACH_TAKEOVER_WAIT = 2.0  # how long a re-attach waits for the server to notice the old connection's loss
 
 
 class LiveRun:
@@ -60,8 +61,8 @@ class LiveRun:
         """The SSE response closed; cancel the run unless it ended or is safely interrupted."""
         self.manager.metrics.inc("agui_streams_closed_total")
         worker = self.worker
-        if finished or worker is None or worker.finished:
-            return
+        if finished or worker is None or worker.finished or self.channel.attached:
+            return      # ended, or another client already took the run over (re-attach)
         grace = self.manager.settings.reconnect_grace
         if grace > 0:
             self.cancel_grace()
@@ -191,7 +192,7 @@ class RunManager:
             return None
         if run.digest != req.digest:
             raise AguiError("RUN_ID_CONFLICT")
-        sub = run.channel.attach(last_event_id)
+        sub = run.channel.attach(last_event_id, takeover_wait=REATTACH_TAKEOVER_WAIT)
         run.cancel_grace()
         self.metrics.inc("agui_reattach_total")
         return run, sub
