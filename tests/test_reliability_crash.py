@@ -8,7 +8,6 @@ The soak (``tools/crash_soak.py``) runs here with a CI-sized kill count.  The fu
 The focused tests pin the kill to one moment each, so a regression names its cause instead of hiding in
 the soak's randomness.
 """
-import importlib.util
 import os
 import time
 import uuid
@@ -19,21 +18,13 @@ import requests
 
 from iaccode_agui.state.store import ThreadStore
 from tests.harness import wait_for
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _load_soak() -> Any:
-    """Load tools/crash_soak.py by path: ``tools`` is too generic a name to import as a package."""
-    spec = importlib.util.spec_from_file_location("iaccode_agui_tools_crash_soak",
-                                                  os.path.join(ROOT, "tools", "crash_soak.py"))
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+from tests.tools_loader import load_tool
 
 
-soak = _load_soak()
+
+
+
+soak = load_tool("crash_soak")
 
 
 @pytest.mark.soak

@@ -5,7 +5,6 @@ several processes sharing the state directory), that losers get a documented 409
 the per-thread locks really are per thread: a stuck write on one thread never holds another one up.
 """
 import collections
-import importlib.util
 import os
 import threading
 import time
@@ -17,9 +16,9 @@ import requests
 
 from iaccode_agui.state.keys import thread_file_stem
 from iaccode_agui.state.store import ThreadStore
+from tests.tools_loader import load_tool
 from tests.harness import Adapter
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOSER_CODES = {"THREAD_BUSY", "DUPLICATE_RUN_ID", "RUN_ID_CONFLICT"}
 
 
@@ -76,14 +75,6 @@ def test_parallel_reposts_of_one_run_id_admit_it_once(adapter):
     assert again.status_code == 409 and again.json()["error"]["code"] == "DUPLICATE_RUN_ID"
 
 
-def _load_soak() -> Any:
-    """tools/crash_soak.py by path (``tools`` is too generic a name to import as a package)."""
-    spec = importlib.util.spec_from_file_location("iaccode_agui_tools_crash_soak",
-                                                  os.path.join(ROOT, "tools", "crash_soak.py"))
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
 
 
 class _Process:
@@ -92,7 +83,7 @@ class _Process:
     body = Adapter.body
 
     def __init__(self, demo: Any, state_dir: str, workspace: str, log_dir: str) -> None:
-        self.proc = _load_soak().AdapterProcess(demo.url, state_dir, workspace, log_dir, token=demo.token)
+        self.proc = load_tool("crash_soak").AdapterProcess(demo.url, state_dir, workspace, log_dir, token=demo.token)
         self.url = self.proc.start()
         self.workspace = workspace
 
