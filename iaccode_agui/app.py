@@ -7,6 +7,7 @@ the response is an ``SSEBody`` that the WSGI server iterates in its own thread.
 import hmac
 import json
 import logging
+import re
 import time
 from typing import Any, Callable, Dict, Iterable, Optional
 
@@ -31,6 +32,9 @@ SSE_HEADERS = [("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Con
 AGUI_PROTOCOL_VERSION = "1.0"
 
 StartResponse = Callable[..., Any]
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _reject_constant(name: str) -> Any:
@@ -137,7 +141,9 @@ class AguiApp:
         try:
             value = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
             # JSON may spell lone surrogates (\ud800) that no UTF-8 file, header or upstream can carry.
-            json.dumps(value, ensure_ascii=False).encode("utf-8")
+            # Only an escaped surrogate can produce one, so the full re-encoding check runs only then.
+            if _SURROGATE_ESCAPE.search(raw):
+                json.dumps(value, ensure_ascii=False).encode("utf-8")
         except (UnicodeError, ValueError, RecursionError):
             raise AguiError("INVALID_JSON")
         return value

@@ -7,7 +7,6 @@ that code.  Kept in one module so every suite judges an answer by the very same 
 """
 import json
 import os
-import socket
 import uuid
 from typing import Any, Dict, Iterator, Optional, Tuple
 
@@ -17,6 +16,7 @@ from werkzeug.test import Client
 from iaccode_agui.app import AguiApp
 from iaccode_agui.config import Settings
 from iaccode_agui.errors import ERRORS
+from iaccode_agui.upstream import free_loopback_port
 from tests.agui_checker import check_stream
 
 SMALL_LIMIT = 64 * 1024
@@ -28,14 +28,6 @@ EXPECTED_HEADERS = {"content-type", "content-length", "cache-control", "x-accel-
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 16
 
 
-def _closed_port() -> int:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
-
-
 class Env:
     """An adapter app in front of a closed port, plus a werkzeug client for it."""
 
@@ -44,7 +36,7 @@ class Env:
         self.workspace = os.path.realpath(os.path.join(root, "ws"))
         os.makedirs(self.workspace, exist_ok=True)
         self.state_dir = os.path.join(root, "state")
-        values: Dict[str, Any] = dict(a2a_url="http://127.0.0.1:%d/" % _closed_port(), state_dir=self.state_dir,
+        values: Dict[str, Any] = dict(a2a_url="http://127.0.0.1:%d/" % free_loopback_port(), state_dir=self.state_dir,
                                       allowed_cwds=(self.workspace,), max_request_bytes=SMALL_LIMIT,
                                       disconnect_poll=0.05, connect_timeout=1.0)
         values.update(overrides)

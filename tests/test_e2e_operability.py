@@ -3,13 +3,13 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import requests
 
+from iaccode_agui.upstream import free_loopback_port
 from tests.agui_checker import check_sequence, parse_sse
 from tests.harness import SSEReader, wait_for
 
@@ -94,14 +94,8 @@ def test_metrics_and_access_log(adapter, caplog):
     assert any(line["status"] == 400 for line in lines)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_cli_demo_drains_on_sigterm(tmp_path):
-    port = _free_port()
+    port = free_loopback_port()
     workspace = tmp_path / "ws"
     workspace.mkdir()
     env = dict(os.environ, IAC_CODE_CONFIG_DIR=str(tmp_path / "cfg"), IAC_CODE_AGUI_ALLOWED_CWDS=str(workspace))
@@ -150,7 +144,7 @@ def test_cli_refuses_non_loopback_and_missing_upstream(tmp_path):
 def test_cli_idle_shutdown(tmp_path):
     env = dict(os.environ, IAC_CODE_CONFIG_DIR=str(tmp_path / "cfg"))
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "iaccode_agui", "--demo", "--port", str(_free_port()),
+    done = subprocess.run([sys.executable, "-m", "iaccode_agui", "--demo", "--port", str(free_loopback_port()),
                            "--idle-shutdown", "1"], env=env, capture_output=True, timeout=30)
     assert done.returncode == 0 and b"stopped" in done.stdout
     assert time.monotonic() - started < 15

@@ -10,7 +10,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ sys.path.insert(0, TOOLS)
 import check_py39  # noqa: E402
 import offline_bundle  # noqa: E402
 
+from iaccode_agui.upstream import free_loopback_port
 from tests.agui_checker import check_stream  # noqa: E402
 
 HOST_PLATFORM = "manylinux2014_%s" % platform.machine()
@@ -47,12 +47,6 @@ def offline_env(tmp_path, **extra: str) -> Dict[str, str]:
 def run(command, **kwargs) -> subprocess.CompletedProcess:
     kwargs.setdefault("timeout", 300)
     return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 30) -> Optional[requests.Response]:
@@ -121,7 +115,7 @@ def test_bundle_installs_and_serves_without_an_index(tmp_path, python_version):
 
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    port = free_port()
+    port = free_loopback_port()
     log_path = tmp_path / "server.log"
     with open(str(log_path), "w") as log:
         server = subprocess.Popen(

@@ -7,7 +7,6 @@ client all live in this process), so the checks need Linux.
 """
 import errno
 import os
-import socket
 import subprocess
 import threading
 import time
@@ -19,6 +18,7 @@ from iaccode_agui import errors
 from iaccode_agui.serving import ServerThread
 from iaccode_agui.state import store as store_module
 from iaccode_agui.state.store import ThreadStore
+from iaccode_agui.upstream import free_loopback_port
 from tests.agui_checker import check_stream, parse_sse, types
 from tests.harness import SSEReader, session_of, text_of, wait_for
 
@@ -85,14 +85,6 @@ def rss_mib() -> float:
     raise AssertionError("no VmRSS")
 
 
-def closed_port() -> int:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
-
-
 def assert_nothing_left(adapter, upstream_port: int, socket_baseline: int) -> None:
     assert wait_for(lambda: adapter.app.manager.active_count() == 0, 5)
     assert wait_for(lambda: run_threads() == [], 5), run_threads()
@@ -110,7 +102,7 @@ def demo_port(demo) -> int:
 
 # ---- runtime refuses connections -----------------------------------------------------------------------
 def test_refused_connection_fails_fast_and_frees_the_thread(adapter_factory):
-    port = closed_port()
+    port = free_loopback_port()
     adapter = adapter_factory(upstream_url="http://127.0.0.1:%d/" % port, connect_timeout=2)
     baseline = len(tcp_sockets())
     for attempt in range(3):

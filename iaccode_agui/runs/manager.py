@@ -286,14 +286,13 @@ class RunManager:
 
     def _ended(self, run: LiveRun) -> None:
         self._released(run)
-        if run.worker is not None and run.worker.outcome == "interrupt" or run.worker is None or \
-                run.worker.projector.pending:
+        worker = run.worker
+        if worker is None or worker.outcome == "interrupt" or worker.projector.pending:
             try:
                 self.expiry.schedule_state(self.store.load(run.thread_id))
             except StateUnavailable:
                 pass
         run.ended_at = time.monotonic()
-        worker = run.worker
         self.metrics.inc("agui_events_sent_total", run.channel.events_published)
         if worker is not None:
             if worker.outcome == "error":

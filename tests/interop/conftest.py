@@ -10,7 +10,6 @@ import importlib.util
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,8 @@ from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 import requests
+
+from iaccode_agui.upstream import free_loopback_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -49,12 +50,6 @@ def pytest_collection_modifyitems(config: Any, items: List[Any]) -> None:
         path = item.path if hasattr(item, "path") else item.fspath
         if str(path).startswith(prefix):
             item.add_marker(pytest.mark.interop)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _tail(path: str, lines: int = 60) -> str:
@@ -167,7 +162,7 @@ def real_a2a(tmp_path_factory: Any) -> Iterator[RealRuntime]:
     os.makedirs(config_dir)
     log_path = str(base / "runtime.log")
     token = secrets.token_urlsafe(24)
-    port = _free_port()
+    port = free_loopback_port()
     url = "http://127.0.0.1:%d/" % port
 
     llm = FakeLLM().start()

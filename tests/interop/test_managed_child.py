@@ -2,22 +2,16 @@
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import requests
 
+from iaccode_agui.upstream import free_loopback_port
 from tests.agui_checker import check_stream
 from tests.interop.conftest import _load_env_tool, _runtime_env
 from tests.interop.fake_llm import FakeLLM
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_managed_iac_code_child(tmp_path):
@@ -28,7 +22,7 @@ def test_managed_iac_code_child(tmp_path):
     env = _runtime_env(llm, str(tmp_path / "cfg"), workspace, "unused")
     del env["IACCODE_A2A_HTTP_TOKEN"]           # the adapter makes its own random token for the child
     env["PATH"] = os.path.dirname(executable) + os.pathsep + env.get("PATH", "")
-    port = _free_port()
+    port = free_loopback_port()
     log = open(str(tmp_path / "adapter.log"), "wb")   # the child logs a lot: a pipe could fill up and block it
     proc = subprocess.Popen([sys.executable, "-m", "iaccode_agui", "--port", str(port)], env=env,
                             stdout=subprocess.PIPE, stderr=log, start_new_session=True)
