@@ -1,7 +1,7 @@
 """AG-UI (HTTP POST + SSE) front for the iac-code A2A 1.0 execution kernel, in synchronous Python."""
 from typing import Any
 
-__version__ = "0.1.0"
+from iaccode_agui.version import __version__
 
 __all__ = ["__version__", "create_app", "Settings"]
 

@@ -48,7 +48,7 @@ class Settings:
         if not self.allowed_cwds:
             object.__setattr__(self, "allowed_cwds", default_allowed_cwds(os.environ))
         if not self.server_version:
-            from iaccode_agui import __version__
+            from iaccode_agui.version import __version__
             object.__setattr__(self, "server_version", __version__)
         if self.interrupt_ttl < 0:
             raise ValueError("interrupt TTL must be >= 0 (0 disables expiry)")

@@ -75,7 +75,6 @@ def test_message_text_ignores_user_and_non_text_parts():
     agent = {"role": "ROLE_AGENT", "parts": [{"text": "a"}, {"data": {}}, {"text": "b"}]}
     assert dialect.message_text(agent) == "ab"
     assert dialect.message_text({"role": "ROLE_USER", "parts": [{"text": "x"}]}) == ""
-    assert dialect.coerce_numbers({"a": 1.0, "b": [2.5, 3.0], "c": True}) == {"a": 1, "b": [2.5, 3], "c": True}
 
 
 def test_backup_not_ready_detection():

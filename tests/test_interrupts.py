@@ -8,6 +8,7 @@ from jsonschema import Draft202012Validator
 
 from iaccode_agui.errors import MSG_INPUT_REQUIRED, MSG_PERMISSION_REQUIRED
 from iaccode_agui.projection import interrupts as ip
+from iaccode_agui.state.model import PendingInterrupt, parse_iso_utc
 
 # --- realistic projections, shaped like the runtime's (numbers as protobuf floats) ----------------------
 
@@ -95,22 +96,6 @@ def _valid(schema, payload):
 
 
 # --- numbers and the allowlist ---------------------------------------------------------------------------
-
-@pytest.mark.parametrize("raw, expected", [
-    (1.0, 1), (102.0, 102), (-3.0, -3), (1.5, 1.5), (True, True), (False, False), ("1.0", "1.0"), (None, None),
-    ({"a": 2.0, "b": [1.0, {"c": 0.0}]}, {"a": 2, "b": [1, {"c": 0}]}),
-])
-def test_coerce_number(raw, expected):
-    result = ip.coerce_number(raw)
-    assert result == expected
-    assert json.dumps(result) == json.dumps(expected)
-
-
-def test_coerce_number_leaves_nan_and_infinity():
-    assert ip.coerce_number(float("inf")) == float("inf")
-    nan = ip.coerce_number(float("nan"))
-    assert nan != nan
-
 
 def test_sanitize_keeps_only_allowlisted_fields_and_drops_secrets():
     clean = ip.sanitize_input(PERMISSION_WRITE)
@@ -470,16 +455,17 @@ def test_expires_at(now, ttl, expected):
     assert ip.expires_at(now, ttl) == expected
 
 
-def test_is_expired():
+def test_expires_at_is_read_back_by_the_state_model():
+    # One spelling: what the projection writes is what the state model parses and expires by.
     stamp = ip.expires_at(1000.0, 540)
-    assert ip.is_expired(None, 10 ** 12) is False
-    assert ip.is_expired(stamp, 1539.999) is False
-    assert ip.is_expired(stamp, 1540.0) is True
-    assert ip.is_expired("1970-01-01T00:25:40+00:00", 1540.0) is True
-    assert ip.is_expired("1970-01-01T00:25:40", 1539.0) is False
+    assert parse_iso_utc(stamp) == 1540.0
+    pending = PendingInterrupt({"inputId": "i"}, expires_at=stamp)
+    assert pending.is_expired(1539.999) is False
+    assert pending.is_expired(1540.0) is True
+    assert PendingInterrupt({"inputId": "i"}).is_expired(10 ** 12) is False
 
 
-@pytest.mark.parametrize("bad", ["", "tomorrow", "2026-13-01T00:00:00Z", 5])
-def test_is_expired_rejects_garbage(bad):
+@pytest.mark.parametrize("bad", ["", "tomorrow", "2026-13-01T00:00:00Z", "1970-01-01T00:25:40+00:00", 5])
+def test_expiry_rejects_garbage(bad):
     with pytest.raises(ValueError):
-        ip.is_expired(bad, 0.0)
+        PendingInterrupt({"inputId": "i"}, expires_at=bad).is_expired(0.0)

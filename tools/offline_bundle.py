@@ -353,7 +353,7 @@ def build_bundle(out: str, python_version: str, platforms: Sequence[str] = DEFAU
 
 
 def _own_version(source: str) -> str:
-    with open(os.path.join(source, PACKAGE, "__init__.py"), encoding="utf-8") as handle:
+    with open(os.path.join(source, PACKAGE, "version.py"), encoding="utf-8") as handle:
         found = re.search(r'^__version__\s*=\s*["\']([^"\']+)["\']', handle.read(), re.M)
     return found.group(1) if found else "dev"
 

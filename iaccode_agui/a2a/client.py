@@ -22,7 +22,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 from urllib3.exceptions import ReadTimeoutError
 
-from iaccode_agui import __version__
+from iaccode_agui.version import __version__
 from iaccode_agui.a2a.sse import SSEDecodeError, SSEDecoder
 
 __all__ = [

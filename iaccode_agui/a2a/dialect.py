@@ -143,17 +143,6 @@ def message_text(message: Any) -> str:
     return "".join(part["text"] for part in parts if isinstance(part, dict) and isinstance(part.get("text"), str))
 
 
-def coerce_numbers(value: Any) -> Any:
-    """Whole floats (protobuf Struct numbers) back to ints, recursively; booleans untouched."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {key: coerce_numbers(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [coerce_numbers(item) for item in value]
-    return value
-
-
 def rpc_error_is_backup_not_ready(data: Any) -> bool:
     if isinstance(data, dict):
         return data.get("code") == "SESSION_BACKUP_NOT_READY" and bool(data.get("retryable"))

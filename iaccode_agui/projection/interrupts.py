@@ -13,12 +13,12 @@ Choices made here:
   ``schemaVersion``, which is kept exactly as the runtime sent it (the reference shows ``1.0``).
 - An ``option-N`` fallback id is 1-based.
 """
-import datetime
 import hashlib
-import json
 from typing import Any, Dict, List, Optional, Tuple
 
+from iaccode_agui.canonical import canonical_json, coerce_numbers
 from iaccode_agui.errors import MSG_INPUT_REQUIRED, MSG_PERMISSION_REQUIRED
+from iaccode_agui.state.model import iso_utc
 
 PERMISSION_KIND = "permission"
 QUESTION_KIND = "ask_user_question"
@@ -47,17 +47,6 @@ _FREE_TEXT_BRANCH: Dict[str, Any] = {
 }
 
 
-def coerce_number(value: Any) -> Any:
-    """Turn whole floats into ints (recursively) so ``1.0`` from protobuf Struct compares and prints as 1."""
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else value
-    if isinstance(value, dict):
-        return {key: coerce_number(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [coerce_number(item) for item in value]
-    return value
-
-
 def sanitize_input(raw: Dict[str, Any]) -> Dict[str, Any]:
     """Keep only allowlisted, non-null fields: this copy is persisted and exposed, the raw one never is.
 
@@ -67,7 +56,7 @@ def sanitize_input(raw: Dict[str, Any]) -> Dict[str, Any]:
     for key in ALLOWED_INPUT_FIELDS:
         if key not in raw or raw[key] is None:
             continue
-        clean[key] = raw[key] if key == "schemaVersion" else coerce_number(raw[key])
+        clean[key] = raw[key] if key == "schemaVersion" else coerce_numbers(raw[key])
     return clean
 
 
@@ -76,8 +65,7 @@ def derive_input_id(value: Dict[str, Any]) -> str:
     input_id = value.get("inputId")
     if isinstance(input_id, str) and input_id:
         return input_id
-    canonical = json.dumps(coerce_number(sanitize_input(value)), sort_keys=True, separators=(",", ":"),
-                           ensure_ascii=False)
+    canonical = canonical_json(coerce_numbers(sanitize_input(value)))
     return "input-" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
 
 
@@ -131,7 +119,7 @@ def _option_id_source(option: Dict[str, Any], position: int) -> Any:
 
 
 def _as_text(value: Any) -> str:
-    return value if isinstance(value, str) else str(coerce_number(value))
+    return value if isinstance(value, str) else str(coerce_numbers(value))
 
 
 def option_entries(options: Any) -> List[Tuple[str, str, Any]]:
@@ -306,30 +294,10 @@ def build_generic_interrupt(task_id: str, prompt_text: Optional[str], language: 
 
 
 def expires_at(now_epoch: float, ttl: float) -> Optional[str]:
-    """ISO-8601 UTC with milliseconds and ``Z``; None when expiry is disabled (ttl 0)."""
+    """When an interrupt made now stops being answerable; None when expiry is disabled (ttl 0).
+
+    The spelling (ISO-8601 UTC, milliseconds, ``Z``) is the state model's, which also reads it back.
+    """
     if ttl <= 0:
         return None
-    moment = datetime.datetime.fromtimestamp(now_epoch + ttl, tz=datetime.timezone.utc)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_expires_at(text: str) -> float:
-    """Epoch seconds of an ``expiresAt``; raises ValueError on anything that is not an ISO timestamp."""
-    if not isinstance(text, str) or not text:
-        raise ValueError("expiresAt must be a non-empty string")
-    normalized = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
-    moment = datetime.datetime.fromisoformat(normalized)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.timezone.utc)
-    return moment.timestamp()
-
-
-def is_expired(expires_at: Optional[str], now_epoch: float) -> bool:
-    """Expired from the stated instant on; no ``expiresAt`` never expires.
-
-    A malformed value raises ValueError instead of guessing: the state layer validates what it loads, so
-    reaching this with garbage is a bug that should be loud.
-    """
-    if expires_at is None:
-        return False
-    return now_epoch >= parse_expires_at(expires_at)
+    return iso_utc(now_epoch + ttl)

@@ -6,10 +6,9 @@ the ``/iac-code/pipeline/state`` catch-up, resumes), so this mapper owns the ded
 steps outlive a single AG-UI run, so it owns the *durable* open-step set the caller persists.  It is pure:
 the run projector hands it metadata dicts and forwards the events it returns.
 """
-import json
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
-from iaccode_agui.a2a.dialect import coerce_numbers
+from iaccode_agui.canonical import canonical_json, coerce_numbers
 from iaccode_agui.projection import events as ev
 from iaccode_agui.projection.events import Event
 from iaccode_agui.projection.spans import SpanTracker
@@ -67,7 +66,7 @@ def _sequence(value: Any) -> int:
 
 
 def _compact_json(value: Any) -> str:
-    return json.dumps(coerce_numbers(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return canonical_json(coerce_numbers(value))
 
 
 def step_name_of(key: str) -> str:

@@ -5,21 +5,36 @@ ordered list whose items are either AG-UI event dicts or *effects* (``BindTask``
 ``CommitInterrupts``, ``EndRun``).  The shell applies each effect (persisting state) before it forwards
 the events that follow it, which is how "durable before visible" is kept without the projection doing
 any I/O.  Tests drive it with plain lists of dicts.
+
+Every change of the projector's state goes through one of its methods; the shell reads its attributes
+but never writes them, so the rules below are the only place a pending interrupt, an answer in flight
+or the end of the run can be decided.
 """
 import dataclasses
-import json
+import enum
 import time
-from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Set, Tuple, Union
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple, Union
 
 from iaccode_agui import errors
 from iaccode_agui.a2a import dialect
+from iaccode_agui.canonical import canonical_json, coerce_numbers
 from iaccode_agui.projection import events as ev
 from iaccode_agui.projection import interrupts
 from iaccode_agui.projection.events import Event
 from iaccode_agui.projection.pipeline import PipelineMapper
 from iaccode_agui.projection.spans import SpanTracker
+from iaccode_agui.projection.states import Outcome, TaskState
 from iaccode_agui.projection.textreplay import digests_of, new_suffix
 from iaccode_agui.projection.usage import UsageLedger
+from iaccode_agui.state.model import Execution, PendingInterrupt
+
+Pending = Dict[str, PendingInterrupt]
+Discovered = List[Tuple[Dict[str, Any], bool]]     # (sanitised input projection, sideband) pairs
+
+
+def pipeline_mode(run_mode: Optional[str], execution: Execution) -> bool:
+    """A run is a pipeline run when the client says so or the execution already carries pipeline progress."""
+    return run_mode == "pipeline" or bool(execution.pipeline_sequence or execution.pipeline_open_steps)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +48,7 @@ class RunContext:
     parent_run_id: Optional[str] = None
     task_id: Optional[str] = None
     session_id: Optional[str] = None
-    pending: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    pending: Mapping[str, PendingInterrupt] = dataclasses.field(default_factory=dict)
     applied_ids: FrozenSet[str] = frozenset()
     text_digests: FrozenSet[str] = frozenset()
     resume: bool = False
@@ -57,8 +72,8 @@ class BindSession:
 
 @dataclasses.dataclass(frozen=True)
 class CommitInterrupts:
-    """The complete pending map to persist (``id -> {"value","sideband","expiresAt"}``) and text digests."""
-    pending: Dict[str, Dict[str, Any]]
+    """The complete pending map to persist and the digests of the text shown so far."""
+    pending: Pending
     text_digests: Tuple[str, ...]
 
 
@@ -71,7 +86,7 @@ class PipelineProgress:
 
 @dataclasses.dataclass(frozen=True)
 class EndRun:
-    outcome: str                 # "success" | "interrupt" | "error"
+    outcome: Outcome
     code: Optional[str] = None
 
 
@@ -86,6 +101,44 @@ def is_event(item: Any) -> bool:
     return isinstance(item, dict)
 
 
+class SessionNotice(enum.Enum):
+    """The session event is announced once, and on a resume only after the runtime accepted an answer."""
+    HELD = "held"
+    DUE = "due"
+    SENT = "sent"
+
+
+class Inputs(enum.Enum):
+    """What a non-terminal frame shows about required inputs, relative to what the run already knows."""
+    AWAITED = "awaited"    # input-required only for answers this resume is still about to send
+    FRESH = "fresh"        # at least one input that is not pending yet
+    KNOWN = "known"        # inputs, all of them pending already
+    NONE = "none"          # no input at all
+
+
+class Step(enum.Enum):
+    """What a frame's boundary does to the run."""
+    READ_ON = "read-on"
+    INTERRUPT = "interrupt"
+    NO_INPUTS = "no-inputs"       # input-required without any input: depends on the kind of run
+    SUCCEED = "succeed"
+    FAIL = "fail"
+    CANCEL = "cancel"
+
+
+# (task state, inputs) -> step, for states that do not end the task.  Terminal states decide alone.
+_BOUNDARY: Dict[Tuple[TaskState, Inputs], Step] = {
+    (TaskState.INPUT_REQUIRED, Inputs.AWAITED): Step.READ_ON,
+    (TaskState.INPUT_REQUIRED, Inputs.FRESH): Step.INTERRUPT,
+    (TaskState.INPUT_REQUIRED, Inputs.KNOWN): Step.INTERRUPT,
+    (TaskState.INPUT_REQUIRED, Inputs.NONE): Step.NO_INPUTS,
+}
+for _state in (TaskState.WORKING, TaskState.UNSEEN):
+    _BOUNDARY.update({(_state, Inputs.FRESH): Step.INTERRUPT, (_state, Inputs.KNOWN): Step.READ_ON,
+                      (_state, Inputs.NONE): Step.READ_ON})
+_TERMINAL_STEP = {TaskState.COMPLETED: Step.SUCCEED, TaskState.CANCELED: Step.CANCEL}
+
+
 class RunProjector:
     def __init__(self, ctx: RunContext, clock: Callable[[], float] = time.time) -> None:
         self.ctx = ctx
@@ -94,19 +147,17 @@ class RunProjector:
         self.usage = UsageLedger()
         self.task_id = ctx.task_id
         self.session_id = ctx.session_id
-        self.pending: Dict[str, Dict[str, Any]] = {key: dict(value) for key, value in ctx.pending.items()}
+        self.pending: Pending = dict(ctx.pending)
         self.applied_ids: Set[str] = set(ctx.applied_ids)
-        self.last_state = ""
+        self.last_state = TaskState.UNSEEN
         self.done = False
-        self.session_emitted = False
-        self.accepted = not ctx.resume      # a resume shows the session event only after acceptance
+        self.session_notice = SessionNotice.HELD if ctx.resume else SessionNotice.DUE
         self._replay_checked: Set[str] = set()
         self._known_digests = set(ctx.text_digests)
         self.pipeline = PipelineMapper(self.spans, self.usage, thread_id=ctx.thread_id,
                                        sequence=ctx.pipeline_sequence, open_steps=ctx.pipeline_open_steps)
         self._pipeline_sessions_checked = 0
         self.answering: Set[str] = set()       # resume answers not yet sent: their inputs are expected
-        self.paused_for_answers = False
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def start(self) -> List[Output]:
@@ -148,14 +199,52 @@ class RunProjector:
         sequence, steps = self.pipeline.progress()
         return [PipelineProgress(sequence, tuple(steps))]
 
+    # ---- the answers of a resume ------------------------------------------------------------------
     def accept(self) -> List[Output]:
         """The runtime accepted a resume answer: announce the session (the 'resume accepted' signal)."""
-        self.accepted = True
+        if self.session_notice is SessionNotice.HELD:
+            self.session_notice = SessionNotice.DUE
         return self._maybe_session()
 
     def mark_applied(self, interrupt_id: str) -> None:
         self.applied_ids.add(interrupt_id)
         self.pending.pop(interrupt_id, None)
+
+    def expect_answers(self, interrupt_ids: Iterable[str]) -> None:
+        """These answers are about to be sent one by one: until each is, its input is no boundary."""
+        self.answering = set(interrupt_ids)
+
+    def sending_answer(self, interrupt_id: str) -> None:
+        self.answering.discard(interrupt_id)
+
+    def note_in_flight(self, interrupt_id: str, digest: Optional[str]) -> None:
+        """An answer is on its way (``digest``) or was refused (None); mirrors the durable record."""
+        known = self.pending.get(interrupt_id)
+        if known is not None:
+            self.pending[interrupt_id] = dataclasses.replace(known, answer_digest=digest)
+
+    def in_flight(self) -> List[Tuple[str, str]]:
+        """(interrupt id, digest) of every answer sent whose acceptance was never seen."""
+        return [(key, item.answer_digest) for key, item in self.pending.items() if item.answer_digest]
+
+    def with_discovered(self, newly: Discovered) -> Pending:
+        """The pending map once inputs found in a snapshot are added (not adopted until persisted)."""
+        pending = dict(self.pending)
+        expires = interrupts.expires_at(self.clock(), self.ctx.interrupt_ttl)
+        for value, sideband in newly:
+            pending[value["inputId"]] = PendingInterrupt(value=value, sideband=bool(sideband), expires_at=expires)
+        return pending
+
+    def adopt_pending(self, pending: Pending) -> None:
+        self.pending.update(pending)
+
+    def drop_pending(self) -> None:
+        """The execution ended: nothing it waited on may be announced or kept."""
+        self.pending.clear()
+
+    def release_buffers(self) -> None:
+        """A finished run keeps its events for re-attach, but not the text it kept for digests."""
+        self.spans.text_buffers.clear()
 
     def add_tool_result(self, tool_call_id: str, content: str) -> List[Output]:
         """Close the tool span an interrupted question left open, once, with the user's answer."""
@@ -178,36 +267,46 @@ class RunProjector:
         kind, obj = dialect.unwrap(result)
         return self._identity(kind, obj)
 
-    def snapshot_inputs(self, result: Any) -> List[Tuple[Dict[str, Any], bool]]:
+    def snapshot_inputs(self, result: Any) -> Discovered:
         """Required inputs a task snapshot shows that this execution has not answered yet."""
         kind, obj = dialect.unwrap(result)
         return self._new_inputs(dialect.iac_code_metadata(obj))
 
     def _feed(self, result: Any, with_text: bool, history_text: bool) -> List[Output]:
         kind, obj = dialect.unwrap(result)
-        out: List[Output] = []
-        out.extend(self._identity(kind, obj))
+        out: List[Output] = list(self._identity(kind, obj))
         if kind == "artifactUpdate":
-            artifact = obj.get("artifact")
-            if isinstance(artifact, dict):
-                value = {"schemaVersion": 1}
-                value.update(dialect.coerce_numbers(artifact))
-                # Chunked artifacts: without these a client cannot tell "extend" from "replace".
-                for flag in ("append", "lastChunk"):
-                    if obj.get(flag) is True:
-                        value[flag] = True
-                out.append(ev.custom(ev.ARTIFACT_EVENT, value))
-            return out
-        if kind == "message":
-            if with_text:
-                out.extend(self._text(obj.get("messageId"), dialect.message_text(obj)))
-            if self.ctx.generic and dialect.is_agent_message(obj):
-                self.last_state = "completed"     # a message-only agent answers with one message
-            return out
-        if kind not in ("task", "statusUpdate"):
-            return out
+            out.extend(self._artifact(obj))
+        elif kind == "message":
+            out.extend(self._message(obj, with_text))
+        elif kind in ("task", "statusUpdate"):
+            out.extend(self._status(kind, obj, with_text, history_text))
+        return out
+
+    def _artifact(self, obj: Dict[str, Any]) -> List[Output]:
+        artifact = obj.get("artifact")
+        if not isinstance(artifact, dict):
+            return []
+        value = {"schemaVersion": 1}
+        value.update(coerce_numbers(artifact))
+        # Chunked artifacts: without these a client cannot tell "extend" from "replace".
+        for flag in ("append", "lastChunk"):
+            if obj.get(flag) is True:
+                value[flag] = True
+        return [ev.custom(ev.ARTIFACT_EVENT, value)]
+
+    def _message(self, obj: Dict[str, Any], with_text: bool) -> List[Output]:
+        out: List[Output] = []
+        if with_text:
+            out.extend(self._text(obj.get("messageId"), dialect.message_text(obj)))
+        if self.ctx.generic and dialect.is_agent_message(obj):
+            self.last_state = TaskState.COMPLETED     # a message-only agent answers with one message
+        return out
+
+    def _status(self, kind: str, obj: Dict[str, Any], with_text: bool, history_text: bool) -> List[Output]:
         iac = dialect.iac_code_metadata(obj)
         status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+        out: List[Output] = []
         if "pipeline" in iac or "pipelineBatch" in iac:
             out.extend(self.pipeline.feed(iac))
             out.extend(self._pipeline_sessions())
@@ -221,8 +320,8 @@ class RunProjector:
             out.extend(self._tool(tool))
         if "usage" in iac:
             self.usage.record(iac.get("usage"))
-        state = dialect.normalize_state(status.get("state"))
-        if state:
+        state = TaskState.of(status.get("state"))
+        if state is not TaskState.UNSEEN:
             self.last_state = state
         out.extend(self._boundary(state, iac, status))
         return out
@@ -231,11 +330,7 @@ class RunProjector:
         out: List[Output] = []
         task_id = dialect.frame_task_id(kind, obj) if kind != "message" else obj.get("taskId")
         if isinstance(task_id, str) and task_id:
-            if self.task_id is None:
-                self.task_id = task_id
-                out.append(BindTask(task_id))
-            elif task_id != self.task_id:
-                raise ProtocolViolation("task id changed")
+            out.extend(self._bind_task(task_id))
         context_id = obj.get("contextId")
         if isinstance(context_id, str) and context_id and context_id != self.ctx.context_id:
             raise ProtocolViolation("context id changed")
@@ -246,10 +341,18 @@ class RunProjector:
             out.extend(self._maybe_session())
         return out
 
+    def _bind_task(self, task_id: str) -> List[Output]:
+        if self.task_id is None:
+            self.task_id = task_id
+            return [BindTask(task_id)]
+        if task_id != self.task_id:
+            raise ProtocolViolation("task id changed")
+        return []
+
     def _maybe_session(self) -> List[Output]:
-        if self.session_emitted or not self.accepted or not self.task_id or not self.session_id:
+        if self.session_notice is not SessionNotice.DUE or not self.task_id or not self.session_id:
             return []
-        self.session_emitted = True
+        self.session_notice = SessionNotice.SENT
         return [ev.custom(ev.SESSION_EVENT, {
             "schemaVersion": 1, "threadId": self.ctx.thread_id, "aguiRunId": self.ctx.run_id,
             "executionId": self.ctx.execution_id, "contextId": self.ctx.context_id, "taskId": self.task_id,
@@ -300,28 +403,19 @@ class RunProjector:
         if status == "started":
             return list(self.spans.tool_start(tool_id, name))
         if status == "input_complete":
-            if isinstance(tool.get("toolInput"), (dict, list)):
-                args = json.dumps(dialect.coerce_numbers(tool["toolInput"]), sort_keys=True,
-                                  separators=(",", ":"), ensure_ascii=False)
-            elif tool.get("inputSummary") is not None:
-                args = json.dumps({"summary": dialect.coerce_numbers(tool["inputSummary"])}, sort_keys=True,
-                                  separators=(",", ":"), ensure_ascii=False)
-            else:
-                args = ""
-            return list(self.spans.tool_args_complete(tool_id, name, args))
+            return list(self.spans.tool_args_complete(tool_id, name, _tool_arguments(tool)))
         if status in ("completed", "failed"):
             result = tool.get("result")
-            content = result if isinstance(result, str) else json.dumps(
-                dialect.coerce_numbers(result), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            content = result if isinstance(result, str) else canonical_json(coerce_numbers(result))
             return list(self.spans.tool_result(tool_id, content))
         if status == "progress":
             value = {"schemaVersion": 1}
-            value.update(dialect.coerce_numbers(tool))
+            value.update(coerce_numbers(tool))
             return [ev.custom(ev.TOOL_PROGRESS_EVENT, value)]
         return []
 
     # ---- boundaries ---------------------------------------------------------------------------
-    def _new_inputs(self, iac: Dict[str, Any]) -> List[Tuple[Dict[str, Any], bool]]:
+    def _new_inputs(self, iac: Dict[str, Any]) -> Discovered:
         found = []
         for value, sideband in interrupts.read_required_inputs(iac):
             input_id = value.get("inputId")
@@ -336,32 +430,42 @@ class RunProjector:
             found.append((value, sideband))
         return found
 
-    def _boundary(self, state: str, iac: Dict[str, Any], status: Dict[str, Any]) -> List[Output]:
-        if state in dialect.FAILED_STATES:
+    def _classify(self, state: TaskState, inputs: Discovered) -> Inputs:
+        ids = [value["inputId"] for value, _ in inputs]
+        if self.answering and state is TaskState.INPUT_REQUIRED and all(i in self.answering for i in ids):
+            return Inputs.AWAITED      # the runtime waits for the next answer of this resume
+        if any(i not in self.pending for i in ids):
+            return Inputs.FRESH
+        return Inputs.KNOWN if inputs else Inputs.NONE
+
+    def _boundary(self, state: TaskState, iac: Dict[str, Any], status: Dict[str, Any]) -> List[Output]:
+        if state.failed:
             return self.fail("A2A_EXECUTION_FAILED", errors.MSG_A2A_EXECUTION_FAILED)
-        if state == "canceled":
-            return self.fail("CANCELLED", errors.MSG_CANCELLED)
-        if state == "completed":
-            return self.succeed()
+        if state in _TERMINAL_STEP:
+            return self._take(_TERMINAL_STEP[state], [], status)
         inputs = self._new_inputs(iac)
-        if self.answering:
-            outstanding = [item for item in inputs if item[0]["inputId"] not in self.answering]
-            if state == "input-required" and not outstanding:
-                self.paused_for_answers = True   # the runtime waits for the next answer of this resume
-                return []
-        fresh = [(value, sideband) for value, sideband in inputs if value["inputId"] not in self.pending]
-        if state == "input-required" or fresh:
-            if self.ctx.generic and state == "input-required" and not inputs:
-                return self.interrupt([(self._generic_input(status), False)])
-            if fresh or (state == "input-required" and inputs):
-                return self.interrupt(inputs)
-            if state == "input-required" and self.ctx.pipeline_mode and self.ctx.resume:
-                # A pipeline never ends a turn in input-required: an empty (or already answered) one on a
-                # resume is a stale boundary.  Keep reading; if the stream ends, the driver follows the task.
-                return []
-            if state == "input-required":
-                return self.succeed()
+        return self._take(_BOUNDARY[(state, self._classify(state, inputs))], inputs, status)
+
+    def _take(self, step: Step, inputs: Discovered, status: Dict[str, Any]) -> List[Output]:
+        if step is Step.INTERRUPT:
+            return self.interrupt(inputs)
+        if step is Step.SUCCEED:
+            return self.succeed()
+        if step is Step.CANCEL:
+            return self.fail("CANCELLED", errors.MSG_CANCELLED)
+        if step is Step.NO_INPUTS:
+            return self._no_inputs(status)
         return []
+
+    def _no_inputs(self, status: Dict[str, Any]) -> List[Output]:
+        """input-required without a projection: a plain agent's question, a stale pipeline boundary, or done."""
+        if self.ctx.generic:
+            return self.interrupt([(self._generic_input(status), False)])
+        if self.ctx.pipeline_mode and self.ctx.resume:
+            # A pipeline never ends a turn in input-required: an empty (or already answered) one on a
+            # resume is a stale boundary.  Keep reading; if the stream ends, the driver follows the task.
+            return []
+        return self.succeed()
 
     def _generic_input(self, status: Dict[str, Any]) -> Dict[str, Any]:
         value = interrupts.generic_input(self.task_id or self.ctx.run_id, dialect.message_text(status.get("message")))
@@ -376,26 +480,27 @@ class RunProjector:
         """The upstream stream closed: decide the outcome from the last state seen."""
         if self.done:
             return []
-        if self.last_state in dialect.SUCCESS_STATES:
+        if self.last_state.success:
             return self.succeed()
-        if self.last_state == "canceled":
+        if self.last_state is TaskState.CANCELED:
             return self.fail("CANCELLED", errors.MSG_CANCELLED)
         return self.fail("A2A_EXECUTION_FAILED", errors.MSG_A2A_EXECUTION_FAILED)
 
     def succeed(self) -> List[Output]:
-        return self._terminal(EndRun("success"),
+        return self._terminal(EndRun(Outcome.SUCCESS),
                               ev.run_finished_success(self.ctx.thread_id, self.ctx.run_id, self.usage.summary()))
 
     def fail(self, code: str, message: str) -> List[Output]:
         if self.done:
             return []
-        return self._terminal(EndRun("error", code), self._error_event(code, message))
+        return self._terminal(EndRun(Outcome.ERROR, code), self._error_event(code, message))
 
     def abort(self, code: str, message: str, keep_pending: bool = False) -> List[Output]:
         """End the run with an error even after an interrupt was prepared but not announced."""
         if not keep_pending:
             self.pending.clear()
-        return self._terminal(EndRun("error", code), self._error_event(code, message), announce_session=False)
+        return self._terminal(EndRun(Outcome.ERROR, code), self._error_event(code, message),
+                              announce_session=False)
 
     def _error_event(self, code: str, message: str) -> Event:
         from iaccode_agui.i18n import translate
@@ -412,29 +517,41 @@ class RunProjector:
         out.append(event)
         return out
 
-    def interrupt(self, inputs: List[Tuple[Dict[str, Any], bool]]) -> List[Output]:
+    def interrupt(self, inputs: Discovered) -> List[Output]:
         """Persist every pending input, close the spans, then announce them all."""
-        now = self.clock()
-        for value, sideband in inputs:
-            input_id = value["inputId"]
-            known = self.pending.get(input_id)
-            expires = known.get("expiresAt") if known else interrupts.expires_at(now, self.ctx.interrupt_ttl)
-            self.pending[input_id] = {"value": value, "sideband": bool(sideband or (known or {}).get("sideband")),
-                                      "expiresAt": expires}
+        self._remember(inputs)
         built = []
-        for entry in self.pending.values():
-            item = interrupts.build_interrupt(entry["value"], entry.get("expiresAt"), self.ctx.language)
-            if item is not None:
-                built.append(item)
+        for item in self.pending.values():
+            interrupt = interrupts.build_interrupt(item.value, item.expires_at, self.ctx.language)
+            if interrupt is not None:
+                built.append(interrupt)
         if not built:
             return self.succeed()
         texts = ["".join(parts) for parts in self.spans.text_buffers.values()]
         digests = tuple(sorted(self._known_digests | digests_of(texts)))
         out: List[Output] = list(self._progress())
-        out.append(CommitInterrupts({key: dict(value) for key, value in self.pending.items()}, digests))
+        out.append(CommitInterrupts(dict(self.pending), digests))
         out.extend(self._maybe_session())
         out.extend(self.spans.close_all())
         self.done = True
-        out.append(EndRun("interrupt"))
+        out.append(EndRun(Outcome.INTERRUPT))
         out.append(ev.run_finished_interrupt(self.ctx.thread_id, self.ctx.run_id, built, self.usage.summary()))
         return out
+
+    def _remember(self, inputs: Discovered) -> None:
+        """An input seen again keeps its expiry and sideband; a new answer to it has not been sent yet."""
+        expires = interrupts.expires_at(self.clock(), self.ctx.interrupt_ttl)
+        for value, sideband in inputs:
+            known = self.pending.get(value["inputId"])
+            self.pending[value["inputId"]] = PendingInterrupt(
+                value=value, sideband=bool(sideband or (known is not None and known.sideband)),
+                expires_at=known.expires_at if known is not None else expires)
+
+
+def _tool_arguments(tool: Dict[str, Any]) -> str:
+    """The complete tool input as one JSON string (a summary when the runtime withholds the input)."""
+    if isinstance(tool.get("toolInput"), (dict, list)):
+        return canonical_json(coerce_numbers(tool["toolInput"]))
+    if tool.get("inputSummary") is not None:
+        return canonical_json({"summary": coerce_numbers(tool["inputSummary"])})
+    return ""

@@ -128,9 +128,6 @@ class SpanTracker:
         out.append(ev.tool_result(tool_call_id, content))
         return out
 
-    def has_tool_result(self, tool_call_id: str) -> bool:
-        return tool_call_id in self._tool_results
-
     # ---- steps --------------------------------------------------------------------------------
     def step_open(self, name: str) -> List[Event]:
         if name in self._steps_open:

@@ -6,7 +6,7 @@ The shell (``runs.manager``) loads the state, probes the run lease and saves the
 """
 import dataclasses
 import uuid
-from typing import Callable, List, Optional
+from typing import Callable, Optional
 
 from iaccode_agui import errors
 from iaccode_agui.a2a.dialect import context_id_for
@@ -17,12 +17,10 @@ from iaccode_agui.state.model import ActiveRun, Execution, ThreadState
 
 @dataclasses.dataclass
 class Admission:
-    state: ThreadState                  # the state to save (already mutated copy)
-    previous: Optional[ThreadState]      # what was on disk (for rollback decisions)
+    state: ThreadState                    # the state to save (already mutated copy)
     orphan_task_id: Optional[str] = None  # a task left running by a dead owner: cancel it best-effort
     expired_task_id: Optional[str] = None  # pending interrupts expired: cancel their task best-effort
     expired_resume: bool = False          # the resume answers interrupts that expired -> RUN_ERROR
-    expired_ids: List[str] = dataclasses.field(default_factory=list)
 
 
 def new_execution(ros_invocation_id: str, make_id: Callable[[], str]) -> Execution:
@@ -33,62 +31,76 @@ def admit(previous: Optional[ThreadState], req: RunRequest, *, owner: str, now: 
           make_id: Callable[[], str] = lambda: str(uuid.uuid4())) -> Admission:
     """Decide whether ``req`` may run; returns the state to persist with the run claimed."""
     if previous is None:
+        admission = Admission(state=_first_state(req, lease_free, make_id))
+    else:
+        admission = Admission(state=previous.copy())
+        _check_run_id(admission.state, req)
+        _take_over_dead_run(admission, lease_free)
+        if admission.state.cwd != req.cwd or admission.state.user_id != req.user_id:
+            raise AguiError("THREAD_BINDING_CONFLICT")
         if req.is_resume:
-            raise AguiError("EXECUTION_LOST", errors.MSG_EXECUTION_LOST)
-        if not lease_free:
-            raise AguiError("THREAD_BUSY")    # another process is creating this very thread
-        state = ThreadState(thread_id=req.thread_id, context_id=context_id_for(req.thread_id), cwd=req.cwd,
-                            user_id=req.user_id, session_id=None,
-                            execution=new_execution(req.ros_invocation_id, make_id))
-        _claim(state, req, owner, now)
-        return Admission(state=state, previous=None)
+            _admit_resume(admission, req, now)
+        else:
+            _admit_new_turn(admission, req, now, make_id)
+    _claim(admission.state, req, owner, now)
+    return admission
 
-    state = previous.copy()
-    admission = Admission(state=state, previous=previous)
+
+def _first_state(req: RunRequest, lease_free: bool, make_id: Callable[[], str]) -> ThreadState:
+    if req.is_resume:
+        raise AguiError("EXECUTION_LOST", errors.MSG_EXECUTION_LOST)
+    if not lease_free:
+        raise AguiError("THREAD_BUSY")    # another process is creating this very thread
+    return ThreadState(thread_id=req.thread_id, context_id=context_id_for(req.thread_id), cwd=req.cwd,
+                       user_id=req.user_id, session_id=None,
+                       execution=new_execution(req.ros_invocation_id, make_id))
+
+
+def _check_run_id(state: ThreadState, req: RunRequest) -> None:
     known_digest = state.run_digests.get(req.run_id)
     if known_digest is not None:
         raise AguiError("DUPLICATE_RUN_ID" if known_digest == req.digest else "RUN_ID_CONFLICT")
-    if state.active_run is not None:
-        if not lease_free:
-            raise AguiError("THREAD_BUSY")
-        # Nobody holds the run lease: the owner died mid-run.  Its task may still be running upstream.
-        execution = state.execution
-        if not execution.pending and execution.task_id:
-            admission.orphan_task_id = execution.task_id
-        if not execution.pending:
-            state.mark_terminal(execution.execution_id)
-        state.active_run = None
-    elif not lease_free:
-        raise AguiError("THREAD_BUSY")
-    if state.cwd != req.cwd or state.user_id != req.user_id:
-        raise AguiError("THREAD_BINDING_CONFLICT")
 
+
+def _take_over_dead_run(admission: Admission, lease_free: bool) -> None:
+    """Busy unless the lease is free; a claimed run nobody holds the lease of belongs to a dead owner."""
+    if not lease_free:
+        raise AguiError("THREAD_BUSY")
+    state = admission.state
+    if state.active_run is None:
+        return
+    # Its task may still be running upstream: cancel it unless interrupts keep the execution alive.
     execution = state.execution
-    expired = sorted(key for key, pending in execution.pending.items() if pending.is_expired(now))
-    if req.is_resume:
-        if execution.ros_invocation_id != req.ros_invocation_id:
-            raise AguiError("EXECUTION_LOST", errors.MSG_RESUME_MISMATCH)
-        if expired:
-            admission.expired_resume = True
-            admission.expired_ids = expired
-            admission.expired_task_id = execution.task_id
-            execution.expired_interrupt_ids = sorted(set(execution.expired_interrupt_ids) | set(execution.pending))
-            execution.pending.clear()
-            state.mark_terminal(execution.execution_id)
-        elif not execution.pending and req.resume and all(
-                entry.get("interruptId") in execution.expired_interrupt_ids for entry in req.resume):
-            admission.expired_resume = True
-    else:
-        if expired and len(expired) == len(execution.pending):
-            admission.expired_ids = expired
-            admission.expired_task_id = execution.task_id
-            execution.pending.clear()
-        if execution.pending:
-            raise AguiError("RESUME_REQUIRED")
+    if not execution.pending:
+        if execution.task_id:
+            admission.orphan_task_id = execution.task_id
         state.mark_terminal(execution.execution_id)
-        state.execution = new_execution(req.ros_invocation_id, make_id)
-    _claim(state, req, owner, now)
-    return admission
+    state.active_run = None
+
+
+def _admit_resume(admission: Admission, req: RunRequest, now: float) -> None:
+    state = admission.state
+    execution = state.execution
+    if execution.ros_invocation_id != req.ros_invocation_id:
+        raise AguiError("EXECUTION_LOST", errors.MSG_RESUME_MISMATCH)
+    if execution.expire_interrupts(now):
+        admission.expired_resume = True
+        admission.expired_task_id = execution.task_id
+        state.mark_terminal(execution.execution_id)
+    elif not execution.pending and req.resume and all(
+            entry.get("interruptId") in execution.expired_interrupt_ids for entry in req.resume):
+        admission.expired_resume = True
+
+
+def _admit_new_turn(admission: Admission, req: RunRequest, now: float, make_id: Callable[[], str]) -> None:
+    state = admission.state
+    execution = state.execution
+    if execution.expire_interrupts(now):
+        admission.expired_task_id = execution.task_id
+    if execution.pending:
+        raise AguiError("RESUME_REQUIRED")
+    state.mark_terminal(execution.execution_id)
+    state.execution = new_execution(req.ros_invocation_id, make_id)
 
 
 def _claim(state: ThreadState, req: RunRequest, owner: str, now: float) -> None:

@@ -1,4 +1,4 @@
-"""Interrupt expiry by timer (decision 1): one thread, one heap of (deadline, thread id).
+"""Interrupt expiry by timer: one thread, one heap of (deadline, thread id).
 
 Expiry is also enforced on the next access by admission; the timer makes an abandoned interrupt release
 its A2A task even if nobody comes back.  Threads are scheduled when an interrupt is committed and when a
@@ -34,7 +34,6 @@ class ExpiryScheduler:
         self._cond = threading.Condition()
         self._stopped = False
         self._thread: Optional[threading.Thread] = None
-        self.expired_count = 0
 
     def schedule_state(self, state: Optional[ThreadState]) -> None:
         deadline = earliest_expiry(state)
@@ -85,21 +84,15 @@ class ExpiryScheduler:
                 if state.active_run is not None:
                     return False      # a resume is being applied; the run end reschedules
                 execution = state.execution
-                if not any(item.is_expired(now) for item in execution.pending.values()):
+                if not execution.expire_interrupts(now):
                     self.schedule_state(state)
                     return False
-                # Like admission: one expired interrupt expires the whole execution (its task can no
-                # longer be resumed as a unit), so every pending id is cleared and remembered.
-                cleared = list(execution.pending)
-                execution.pending.clear()
-                execution.expired_interrupt_ids = sorted(set(execution.expired_interrupt_ids) | set(cleared))
                 state.mark_terminal(execution.execution_id)
                 task_id = execution.task_id
                 txn.save(state)
         except StateError as exc:
             log.warning("could not expire interrupts of thread %s: %s", thread_id, exc)
             return False
-        self.expired_count += 1
         if task_id:
             try:
                 self.client.cancel_task(task_id)

@@ -22,7 +22,7 @@ from iaccode_agui.config import Settings
 from iaccode_agui.errors import AguiError
 from iaccode_agui.inputs import RunRequest
 from iaccode_agui.metrics import Metrics
-from iaccode_agui.projection.run import RunContext, RunProjector
+from iaccode_agui.projection.run import RunContext, RunProjector, pipeline_mode
 from iaccode_agui.runs import admission as admission_rules
 from iaccode_agui.runs.channel import RunChannel, Subscription
 from iaccode_agui.runs.expiry import ExpiryScheduler
@@ -236,18 +236,15 @@ class RunManager:
         execution = state.execution
         applied = frozenset(item.interrupt_id for item in state.applied_resume_digests
                             if item.execution_id == execution.execution_id)
-        pending = {key: {"value": item.value, "sideband": item.sideband, "expiresAt": item.expires_at,
-                         "answerDigest": item.answer_digest}
-                   for key, item in execution.pending.items()}
         return RunContext(
             thread_id=req.thread_id, run_id=req.run_id, parent_run_id=req.parent_run_id,
             execution_id=execution.execution_id, context_id=state.context_id,
             ros_invocation_id=execution.ros_invocation_id, language=language, task_id=execution.task_id,
-            session_id=state.session_id, pending=pending, applied_ids=applied,
+            session_id=state.session_id, pending=dict(execution.pending), applied_ids=applied,
             text_digests=frozenset(execution.text_snapshot_digests), resume=req.is_resume,
             interrupt_ttl=self.settings.interrupt_ttl, generic=self.upstream_is_generic(),
             pipeline_sequence=execution.pipeline_sequence, pipeline_open_steps=tuple(execution.pipeline_open_steps),
-            pipeline_mode=req.run_mode == "pipeline" or bool(execution.pipeline_sequence))
+            pipeline_mode=pipeline_mode(req.run_mode, execution))
 
     def _cancel_quietly(self, task_id: str, thread_id: str) -> None:
         log.warning("thread %s: cancelling task %s left behind by a dead run or expired interrupts",

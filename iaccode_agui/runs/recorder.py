@@ -5,8 +5,9 @@ the current one, so a cancel or a newer turn from another process is never overw
 Recovery-critical writes raise ``StateWriteFailed`` (the worker then fails closed); bookkeeping writes
 at the end of a run are best-effort and only logged.
 """
+import dataclasses
 import logging
-from typing import Any, Callable, Dict, Iterable, Optional
+from typing import Callable, Iterable, Mapping, Optional
 
 from iaccode_agui.state.model import PendingInterrupt, ThreadState
 from iaccode_agui.state.store import StateError, StateWriteFailed, ThreadStore
@@ -56,12 +57,9 @@ class StateRecorder:
             return changed
         self._update(change)
 
-    def commit_interrupts(self, pending: Dict[str, Dict[str, Any]], digests: Iterable[str]) -> None:
+    def commit_interrupts(self, pending: Mapping[str, PendingInterrupt], digests: Iterable[str]) -> None:
         def change(state: ThreadState) -> bool:
-            state.execution.pending = {
-                key: PendingInterrupt(value=dict(item["value"]), sideband=bool(item.get("sideband")),
-                                      expires_at=item.get("expiresAt"), answer_digest=item.get("answerDigest"))
-                for key, item in pending.items()}
+            state.execution.pending = dict(pending)
             state.execution.text_snapshot_digests = sorted(set(digests))
             return True
         self._update(change)
@@ -73,7 +71,7 @@ class StateRecorder:
             pending = state.execution.pending.get(interrupt_id)
             if pending is None or pending.answer_digest == digest:
                 return False
-            pending.answer_digest = digest
+            state.execution.pending[interrupt_id] = dataclasses.replace(pending, answer_digest=digest)
             return True
         self._update(change)
 
@@ -115,6 +113,3 @@ class StateRecorder:
             self._update(change, require_current=False)
         except StateWriteFailed as exc:
             log.warning("could not release run %s on thread %s: %s", self.run_id, self.thread_id, exc)
-
-    def load(self) -> Optional[ThreadState]:
-        return self.store.load(self.thread_id)

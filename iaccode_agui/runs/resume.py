@@ -91,14 +91,14 @@ def drive_resume(worker: RunWorker, req: RunRequest, ctx: RunContext, state: Thr
     if in_flight is None:
         return None
     recovered, maybe_applied = in_flight
-    pipeline_mode = bool(req.run_mode == "pipeline" or execution.pipeline_sequence or execution.pipeline_open_steps)
+    pipeline_mode = ctx.pipeline_mode
     if task_state in dialect.TERMINAL_STATES:
         if recovered and _replays_recovered(entries, applied):
             worker.apply(projector.accept())
             _follow(worker, task_id, pipeline_mode)      # reports how the task ended
             return None
         worker.recorder.release(terminal=True, clear_pending=True)
-        projector.pending.clear()
+        projector.drop_pending()
         return _fail(worker, "EXECUTION_LOST", errors.MSG_TASK_UNAVAILABLE)
 
     # 3b. Pipeline catch-up: the state endpoint (from the persisted cursor) is the single source of missed
@@ -108,7 +108,7 @@ def drive_resume(worker: RunWorker, req: RunRequest, ctx: RunContext, state: Thr
 
     # 4. Reconcile: inputs the snapshot shows that we did not know become pending too (never erased).
     newly = [(value, sideband) for value, sideband in discovered if value["inputId"] not in projector.pending]
-    pending_values = {key: dict(item["value"]) for key, item in projector.pending.items()}
+    pending_values = {key: dict(item.value) for key, item in projector.pending.items()}
     for value, _ in newly:
         pending_values[value["inputId"]] = value
     try:
@@ -131,14 +131,14 @@ def drive_resume(worker: RunWorker, req: RunRequest, ctx: RunContext, state: Thr
         return None
 
     # 5. Deliver every answer, in pending order; commit each when the runtime accepts it.
-    sideband_ids = {key for key, item in projector.pending.items() if item.get("sideband")}
+    sideband_ids = {key for key, item in projector.pending.items() if item.sideband}
     sideband_ids.update(value["inputId"] for value, sideband in newly if sideband)
     answers = rules.answers_for(pending_values, plan.to_apply, run_id=req.run_id, task_id=task_id,
                                 sideband_ids=sideband_ids)
     entries_by_id = dict(plan.to_apply)
     metadata = dialect.build_metadata(req.props, state.cwd, ctx.language)
     worker.keep_pending_on_disconnect = True
-    projector.answering = {answer.interrupt_id for answer in answers}
+    projector.expect_answers(answer.interrupt_id for answer in answers)
     for answer in answers:
         if worker.cancelled_by_extension:
             # The execution was cancelled between two answers: nothing more goes to its task.
@@ -146,14 +146,13 @@ def drive_resume(worker: RunWorker, req: RunRequest, ctx: RunContext, state: Thr
             return None
         entry = entries_by_id[answer.interrupt_id]
         value = pending_values[answer.interrupt_id]
-        projector.answering.discard(answer.interrupt_id)
+        projector.sending_answer(answer.interrupt_id)
         try:
             worker.recorder.mark_in_flight(answer.interrupt_id, rules.resume_digest(entry))
         except StateWriteFailed as exc:
             log.error("answer %s not sent: its in-flight record could not be saved: %s", answer.interrupt_id, exc)
             return _fail(worker, "STATE_PERSISTENCE_FAILED", errors.MSG_STATE_PERSISTENCE_FAILED)
-        if answer.interrupt_id in projector.pending:
-            projector.pending[answer.interrupt_id]["answerDigest"] = rules.resume_digest(entry)
+        projector.note_in_flight(answer.interrupt_id, rules.resume_digest(entry))
         if answer.mode == rules.MODE_CANCEL:
             _cancel_answer(worker, task_id, answer.interrupt_id, entry)
             return None
@@ -212,10 +211,7 @@ def _recover_in_flight(worker: RunWorker, task_state: str, task: Dict[str, Any],
         waiting = {value.get("inputId") for value, _ in projected} if projected else None
     recovered: List[str] = []
     maybe: Dict[str, str] = {}
-    for interrupt_id, item in list(worker.projector.pending.items()):
-        digest = item.get("answerDigest")
-        if not digest:
-            continue
+    for interrupt_id, digest in worker.projector.in_flight():
         if task_state == "input-required" and (waiting is None or interrupt_id in waiting):
             if waiting is None:
                 maybe[interrupt_id] = digest
@@ -244,8 +240,7 @@ def _clear_in_flight(worker: RunWorker, interrupt_id: str) -> None:
         worker.recorder.mark_in_flight(interrupt_id, None)
     except StateWriteFailed as exc:
         log.warning("could not clear the in-flight record of %s: %s", interrupt_id, exc)
-    if interrupt_id in worker.projector.pending:
-        worker.projector.pending[interrupt_id]["answerDigest"] = None
+    worker.projector.note_in_flight(interrupt_id, None)
 
 
 def _replays_recovered(entries: List[Dict[str, Any]], applied: Dict[str, str]) -> bool:
@@ -254,14 +249,10 @@ def _replays_recovered(entries: List[Dict[str, Any]], applied: Dict[str, str]) -
 
 
 def _persist_discovered(worker: RunWorker, newly: List[Any]) -> None:
-    pending = dict(worker.projector.pending)
-    now = worker.projector.clock()
-    for value, sideband in newly:
-        pending[value["inputId"]] = {"value": value, "sideband": sideband,
-                                     "expiresAt": interrupts.expires_at(now, worker.projector.ctx.interrupt_ttl)}
+    pending = worker.projector.with_discovered(newly)
     try:
         worker.recorder.commit_interrupts(pending, worker.projector.ctx.text_digests)
-        worker.projector.pending.update(pending)
+        worker.projector.adopt_pending(pending)
     except StateWriteFailed as exc:
         log.warning("could not persist newly discovered interrupts: %s", exc)
 
@@ -272,8 +263,8 @@ def _commit(worker: RunWorker, interrupt_id: str, entry: Dict[str, Any], value: 
         worker.recorder.commit_answer(interrupt_id, rules.resume_digest(entry))
     except StateWriteFailed as exc:
         log.error("accepted answer %s could not be committed: %s", interrupt_id, exc)
-        worker.projector.pending.clear()
-        worker._cancel_task(best_effort=True)
+        worker.projector.drop_pending()
+        worker.cancel_task()
         worker.recorder.release(terminal=True, clear_pending=True)
         worker.apply(worker.projector.abort("STATE_PERSISTENCE_FAILED", errors.MSG_COMMIT_FAILED))
         raise StopRun()
@@ -317,7 +308,6 @@ def _send_streamed(worker: RunWorker, answer: rules.UpstreamAnswer, value: Dict[
         return True
     # The stream closed without ending the run: either the runtime now waits for the next answer of this
     # resume, or (after the last one) it is still working and the task must be followed.
-    worker.projector.paused_for_answers = False
     return False
 
 
@@ -396,5 +386,5 @@ def _follow(worker: RunWorker, task_id: str, pipeline_mode: bool) -> None:
         if worker.projector.done:
             return
     log.warning("task %s reached no boundary after the resume (%s)", task_id, reason)
-    worker._cancel_task(best_effort=True)
+    worker.cancel_task()
     worker.apply(worker.projector.fail("A2A_UNAVAILABLE", errors.MSG_A2A_UNAVAILABLE))

@@ -58,7 +58,7 @@ class RunWorker:
     def release_resources(self) -> None:
         """Drop what a finished run no longer needs (the request with its images, the shown text)."""
         self._driver = lambda worker: None
-        self.projector.spans.text_buffers.clear()
+        self.projector.release_buffers()
 
     def request_cancel(self) -> None:
         """The client is gone: stop reading and cancel the task (once its id is known)."""
@@ -75,7 +75,7 @@ class RunWorker:
     # ---- the thread -------------------------------------------------------------------------
     def _main(self) -> None:
         try:
-            self.publish_all(self.projector.start())
+            self.apply(self.projector.start())
             self._driver(self)
         except StopRun:
             pass
@@ -93,9 +93,6 @@ class RunWorker:
             self._on_end(self)
 
     # ---- applying projection outputs ----------------------------------------------------------
-    def publish_all(self, outputs: List[Any]) -> None:
-        self.apply(outputs)
-
     def apply(self, outputs: List[Any]) -> None:
         """Apply effects, then publish the events that follow them (durable before visible).
 
@@ -155,7 +152,7 @@ class RunWorker:
 
     def _fail_closed(self, rest: List[Any]) -> None:
         """Nothing recoverable may be announced: cancel upstream, clear pending, end with an error."""
-        self._cancel_task(best_effort=True)
+        self.cancel_task()
         self._finish_without_announcing(rest, "STATE_PERSISTENCE_FAILED", errors.MSG_STATE_PERSISTENCE_FAILED)
 
     def _end_cancelled(self, rest: List[Any]) -> None:
@@ -167,7 +164,7 @@ class RunWorker:
             if is_event(item) and item["type"] not in ("RUN_FINISHED", "RUN_ERROR") and not (
                     item["type"] == "CUSTOM" and item.get("name") == SESSION_EVENT):
                 self.channel.publish(item)
-        self.projector.pending.clear()
+        self.projector.drop_pending()
         outputs = self.projector.abort(code, message)
         for item in outputs:
             if is_event(item):
@@ -239,22 +236,21 @@ class RunWorker:
         if self.keep_pending_on_disconnect and self.projector.pending:
             self.apply(self.projector.abort("CANCELLED", errors.MSG_CANCELLED, keep_pending=True))
             return
-        self._cancel_task(best_effort=True)
+        self.cancel_task()
         self.apply(self.projector.abort("CANCELLED", errors.MSG_CANCELLED))
 
     def _cancel_task_if_unprotected(self) -> None:
         if not self.projector.pending:
-            self._cancel_task(best_effort=True)
+            self.cancel_task()
 
-    def _cancel_task(self, best_effort: bool) -> None:
+    def cancel_task(self) -> None:
+        """Best-effort CancelTask of the run's task: the run ends either way, so a failure is only logged."""
         task_id = self.projector.task_id
         if not task_id:
             return
         try:
             self.client.cancel_task(task_id)
         except A2AError as exc:
-            if not best_effort:
-                raise
             log.info("best-effort CancelTask(%s) failed: %s", task_id, exc)
 
     def fail_upstream(self, exc: Exception) -> None:

@@ -66,8 +66,13 @@ def parse_iso_utc(text: str) -> float:
 # --- the model --------------------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class PendingInterrupt:
+    """One interrupt the execution waits on; the same shape in the projector, the effects and the file.
+
+    Frozen so that a copy handed to the projector or to an effect can never be changed behind the
+    other's back: a change is a new value (``dataclasses.replace``).
+    """
     value: Dict[str, Any]
     sideband: bool = False
     expires_at: Optional[str] = None
@@ -78,6 +83,10 @@ class PendingInterrupt:
     def is_expired(self, now: float) -> bool:
         """True once ``now`` (epoch seconds) has reached ``expires_at``; never without an expiry."""
         return self.expires_at is not None and now >= parse_iso_utc(self.expires_at)
+
+    def to_document(self) -> Dict[str, Any]:
+        return {"value": copy.deepcopy(self.value), "sideband": self.sideband, "expiresAt": self.expires_at,
+                "answerDigest": self.answer_digest}
 
 
 @dataclass
@@ -91,6 +100,18 @@ class Execution:
     pending: Dict[str, PendingInterrupt] = field(default_factory=dict)
     # Interrupts cleared because they expired: a late resume of them is told EXECUTION_EXPIRED.
     expired_interrupt_ids: List[str] = field(default_factory=list)
+
+    def expire_interrupts(self, now: float) -> bool:
+        """The one expiry rule: a single expired interrupt expires every pending one of the execution.
+
+        Its task can no longer be resumed as a unit, so all pending ids are cleared and remembered (a
+        late resume of any of them is told EXECUTION_EXPIRED).  True when something expired.
+        """
+        if not any(item.is_expired(now) for item in self.pending.values()):
+            return False
+        self.expired_interrupt_ids = sorted(set(self.expired_interrupt_ids) | set(self.pending))
+        self.pending.clear()
+        return True
 
 
 @dataclass
@@ -168,11 +189,7 @@ class ThreadState:
                 "pipelineSequence": ex.pipeline_sequence,
                 "pipelineOpenSteps": sorted(set(ex.pipeline_open_steps)),
                 "textSnapshotDigests": sorted(set(ex.text_snapshot_digests)),
-                "pending": {
-                    key: {"value": copy.deepcopy(p.value), "sideband": p.sideband, "expiresAt": p.expires_at,
-                          "answerDigest": p.answer_digest}
-                    for key, p in ex.pending.items()
-                },
+                "pending": {key: item.to_document() for key, item in ex.pending.items()},
                 "expiredInterruptIds": sorted(set(ex.expired_interrupt_ids)),
             },
             "runDigests": dict(self.run_digests),

@@ -1,0 +1,24 @@
+"""The two JSON normalisations every layer must agree on (pure).
+
+A digest, a deduplication key or a tool-argument string is only stable if the JSON behind it is written
+the same way everywhere, and numbers that crossed protobuf ``Struct`` (every number a double) compare
+equal to the integers the runtime meant.  Both rules live here so no module grows a variant.
+"""
+import json
+from typing import Any
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace, non-ASCII kept as is: the one spelling digests are taken over."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def coerce_numbers(value: Any) -> Any:
+    """Whole floats back to ints, recursively (``1.0`` from a protobuf Struct means 1); booleans untouched."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: coerce_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [coerce_numbers(item) for item in value]
+    return value

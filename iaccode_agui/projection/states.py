@@ -1,0 +1,57 @@
+"""The closed sets the run core decides on: the upstream task's state and the outcome of a run (pure).
+
+The runtime spells task states several ways (``TASK_STATE_INPUT_REQUIRED``, ``input-required``,
+``input_required``) and may invent new ones; everything downstream of this module sees one enum member,
+so a rule is written once against a name instead of against a set of strings.
+"""
+import enum
+
+from iaccode_agui.a2a import dialect
+
+
+class TaskState(enum.Enum):
+    UNSEEN = "unseen"                # the frame carried no state
+    WORKING = "working"              # submitted, working, or a state this version does not know
+    INPUT_REQUIRED = "input-required"
+    AUTH_REQUIRED = "auth-required"
+    COMPLETED = "completed"
+    CANCELED = "canceled"
+    FAILED = "failed"
+    REJECTED = "rejected"
+
+    @classmethod
+    def of(cls, raw: object) -> "TaskState":
+        name = dialect.normalize_state(raw)
+        if not name:
+            return cls.UNSEEN
+        return _BY_NAME.get(name, cls.WORKING)
+
+    @property
+    def terminal(self) -> bool:
+        """The task will never change again (A2A's terminal states)."""
+        return self in _TERMINAL
+
+    @property
+    def failed(self) -> bool:
+        """The run ends as an execution failure (auth-required cannot be answered through AG-UI)."""
+        return self in _FAILED
+
+    @property
+    def success(self) -> bool:
+        """A stream that stops here ended its turn normally."""
+        return self in (TaskState.COMPLETED, TaskState.INPUT_REQUIRED)
+
+
+_BY_NAME = {member.value: member for member in TaskState if member is not TaskState.UNSEEN}
+_TERMINAL = frozenset({TaskState.COMPLETED, TaskState.FAILED, TaskState.REJECTED, TaskState.CANCELED})
+_FAILED = frozenset({TaskState.FAILED, TaskState.REJECTED, TaskState.AUTH_REQUIRED})
+
+
+class Outcome(str, enum.Enum):
+    """How a run ended; a string so that logs, metrics labels and state checks read the plain word."""
+    SUCCESS = "success"
+    INTERRUPT = "interrupt"
+    ERROR = "error"
+
+    def __str__(self) -> str:
+        return self.value
