@@ -21,7 +21,7 @@ from iaccode_agui.config import Settings
 from iaccode_agui.errors import AguiError
 from iaccode_agui.metrics import Metrics
 from iaccode_agui.runs.manager import RunManager
-from iaccode_agui.runs.stream import SSEBody, waitress_disconnect_probe
+from iaccode_agui.runs.stream import SSEBody, client_disconnect_probe
 from iaccode_agui.state.store import ThreadStore
 
 log = logging.getLogger("iaccode_agui.app")
@@ -201,7 +201,7 @@ class AguiApp:
             run.client_closed(finished)
 
         self.metrics.inc("agui_http_requests_total", route="run", status="200")
-        sub.gone = waitress_disconnect_probe(request.environ)
+        sub.gone = client_disconnect_probe(request.environ)
         return SSEBody(sub, heartbeat=self.settings.heartbeat_interval, poll=self.settings.disconnect_poll,
                        client_gone=sub.gone, on_close=on_close,
                        on_heartbeat=lambda: self.metrics.inc("agui_heartbeats_total"))

@@ -48,6 +48,7 @@ MSG_RUN_ALREADY_ATTACHED = "Another client is already attached to this run."
 MSG_RUN_ALREADY_TERMINAL = "The run has already ended and its events are no longer available."
 MSG_RUNTIME_DRAINING = "The server is shutting down and does not accept new runs."
 MSG_RUNTIME_CAPACITY = "The server has reached its limit of active runs."
+MSG_WSGI_SERVER_UNSUPPORTED = "The WSGI server runs one request at a time per process; run the adapter on a threaded server."
 
 MSG_INCOMPLETE_RESUME = "The resume must resolve every pending interrupt exactly once."
 MSG_DUPLICATE_RESUME_IDS = "The resume contains duplicate interrupt ids."
@@ -92,6 +93,7 @@ ERRORS: Dict[str, Tuple[int, str]] = {
     "RUN_ALREADY_TERMINAL": (409, MSG_RUN_ALREADY_TERMINAL),
     "RUNTIME_DRAINING": (503, MSG_RUNTIME_DRAINING),
     "RUNTIME_CAPACITY_EXCEEDED": (429, MSG_RUNTIME_CAPACITY),
+    "WSGI_SERVER_UNSUPPORTED": (503, MSG_WSGI_SERVER_UNSUPPORTED),
     # Reported as RUN_ERROR inside the SSE stream (the status is what they would be over plain HTTP).
     "INCOMPLETE_RESUME": (409, MSG_INCOMPLETE_RESUME),
     "UNKNOWN_INTERRUPT": (409, MSG_UNKNOWN_INTERRUPT),

@@ -6,6 +6,9 @@ notice a gone client (waitress's ``waitress.client_disconnected`` with request l
 Closing it (waitress does when a write fails, or the poll sees the client gone) detaches the client and
 tells the run, which decides whether that cancels the upstream task.
 """
+import functools
+import select
+import socket
 import time
 from typing import Any, Callable, Dict, Iterator, Optional
 
@@ -77,6 +80,36 @@ class SSEBody:
                 self._on_close(self._finished)
 
 
-def waitress_disconnect_probe(environ: Dict[str, Any]) -> Optional[Callable[[], bool]]:
+def client_disconnect_probe(environ: Dict[str, Any]) -> Optional[Callable[[], bool]]:
+    """How this WSGI server tells that the client went away, when it can tell at all.
+
+    waitress says it itself (with request look-ahead).  gunicorn hands over the client socket; once the
+    request body is read, a hang-up shows as the socket turning readable with nothing to read.  Other
+    servers notice only when a write fails, i.e. at the next heartbeat.
+    """
     probe = environ.get("waitress.client_disconnected")
-    return probe if callable(probe) else None
+    if callable(probe):
+        return probe
+    sock = environ.get("gunicorn.socket")
+    if type(sock) is socket.socket:   # not TLS: peeking at an SSL socket is not possible
+        return functools.partial(_socket_closed, sock)
+    return None
+
+
+_HANGUP = select.POLLHUP | select.POLLERR | getattr(select, "POLLRDHUP", 0)
+
+
+def _socket_closed(sock: socket.socket) -> bool:
+    try:
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN | _HANGUP)
+        events = poller.poll(0)
+        if not events:
+            return False
+        if events[0][1] & _HANGUP:
+            return True
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except (OSError, ValueError):
+        return True
