@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import requests
 
@@ -30,9 +30,10 @@ class AdapterProcess:
     """``python -m iaccode_agui`` on a fresh loopback port; each start logs to its own file."""
 
     def __init__(self, upstream: str, state_dir: str, workspace_root: str, log_dir: str,
-                 token: Optional[str] = TOKEN) -> None:
+                 token: Optional[str] = TOKEN, extra_args: Sequence[str] = ()) -> None:
         self.upstream, self.state_dir, self.root, self.log_dir, self.token = (
             upstream, state_dir, workspace_root, log_dir, token)
+        self.extra_args = list(extra_args)   # more flags; a repeated flag overrides the defaults below
         self.proc: Optional[subprocess.Popen] = None
         self.url: Optional[str] = None
         self.starts = 0
@@ -45,7 +46,7 @@ class AdapterProcess:
         env["IAC_CODE_AGUI_ALLOWED_CWDS"] = self.root
         command = [sys.executable, "-m", "iaccode_agui", "--a2a-url", self.upstream, "--port", str(free_port()),
                    "--state-dir", self.state_dir, "--threads", "48", "--heartbeat-interval", "1",
-                   "--drain-timeout", "5"] + (["--a2a-token", self.token] if self.token else [])
+                   "--drain-timeout", "5"] + (["--a2a-token", self.token] if self.token else []) + self.extra_args
         with open(log_path, "wb") as log:
             self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
         deadline = time.monotonic() + timeout

@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import signal
-import string
 import subprocess
 import sys
 import time
@@ -185,7 +184,8 @@ class NginxProcess(Process):
         while not os.path.exists(pid_file) and time.monotonic() < deadline and self.proc.poll() is None:
             time.sleep(0.02)
         if not os.path.exists(pid_file):
-            errors = open(os.path.join(prefix, "logs", "error.log")).read()[-2000:]
+            with open(os.path.join(prefix, "logs", "error.log")) as handle:
+                errors = handle.read()[-2000:]
             raise RuntimeError("nginx did not start (exit %s): %s" % (self.proc.poll(), errors))
 
     def stop(self, timeout: float = 10.0) -> Optional[int]:
@@ -204,11 +204,11 @@ def nginx_binary() -> Optional[str]:
 
 
 def render_nginx_conf(listen: str, upstreams: Sequence[str]) -> str:
-    """The template with its two placeholders filled (what ``envsubst`` would do with the same names)."""
+    """The template with its two placeholders filled, as ``envsubst`` does (nginx's own ``$`` names stay)."""
     with open(NGINX_TEMPLATE) as handle:
-        template = string.Template(handle.read())
+        text = handle.read()
     servers = "\n        ".join("server %s max_fails=0;" % address for address in upstreams)
-    return template.safe_substitute(AGUI_LISTEN=listen, AGUI_UPSTREAMS=servers)
+    return text.replace("${AGUI_LISTEN}", listen).replace("${AGUI_UPSTREAMS}", servers)
 
 
 # ---- one pinned HTTP connection --------------------------------------------------------------------------
