@@ -1,313 +1,496 @@
-"""Resume rules: which answers to apply, whether they are valid, and how each one goes upstream (pure).
+"""Resuming an interrupted run: the rules that check the answers, and the machine that walks a resume.
 
-Everything that can reject a resume is decided by ``plan_resume`` before the caller sends anything, so a
-rejected resume leaves every interrupt pending and retryable.
+How a resume walks through ``ResumeMachine`` (each step is a state; the shell in ``runs.resume`` executes
+the command the machine asks for and reports what the upstream answered with ``observe``):
 
-Decision 3 (ours, the reference differs): every pending answer is delivered, in pending order, each as its
-own upstream call.  ``answer_for`` describes one call; ``answers_for`` numbers the text answers of one
-resume so their message ids stay unique (the first keeps the reference's ``agui-resume-<runId>``).
+1. *Check*: with no task or nothing pending there is nothing to resume.  A replay of answers already
+   applied is ``RESUME_ALREADY_APPLIED``, answers to expired interrupts ``EXECUTION_EXPIRED``, anything
+   else ``EXECUTION_LOST``.
+2. *Restore*: an iac-code session must be live again before anything reaches its task (``RestoreSession``).
+3. *Snapshot*: ``FetchTask`` must show the interrupted run's own task and context; its input projection
+   says what the task waits for.
+4. *Recover*: an answer sent before a crash but never seen accepted is committed now (``RecordAnswer``)
+   when the snapshot proves the runtime consumed it; when the snapshot cannot tell, it is resent and a
+   refusal decides.  A terminal task ends the resume unless the client replays exactly those answers.
+5. *Catch up*: a pipeline run first recovers the events it missed (``RecoverPipeline``).
+6. *Plan*: every answer is checked before anything is sent (``plan_resume``), so a refused resume leaves
+   every interrupt pending; inputs the client never saw are announced again instead (discovery).
+7. *Deliver*: answer by answer in pending order: ``RecordInFlight``, then ``SendAnswer`` (streamed or
+   sideband) or, for a cancelled question, ``CancelTask``.  Each answer is committed when the runtime
+   accepts it (the first frame of its stream), so a lost answer stays retryable and a replayed one never
+   runs a tool twice.
+8. *Follow*: when no boundary was seen, the task is followed to its next one (catch-up, ``FetchTask``,
+   ``Subscribe``, a last ``FetchTask``) and given up (``CancelTask``, ``A2A_UNAVAILABLE``) when none comes.
+
+``Emit`` carries projector outputs; the shell applies them (effects durable before events visible).
+The machine and the rules do no I/O, so tests drive them with lists of dicts.
 """
-import functools
-import hashlib
-import json
-from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, Dict, List, Optional, Tuple
+import enum
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
-from iaccode_agui.errors import (
-    MSG_DUPLICATE_RESUME_IDS,
-    MSG_INCOMPLETE_RESUME,
-    MSG_RESUME_ALREADY_APPLIED,
-    MSG_RESUME_INVALID,
-    MSG_RESUME_PAYLOAD_INVALID,
-    MSG_RESUME_PAYLOAD_MISSING,
-    MSG_UNKNOWN_INTERRUPT,
-    AguiError,
-)
-from iaccode_agui.projection.interrupts import (
-    DEPLOYMENT_KIND,
-    PERMISSION_KIND,
-    RESOURCE_KIND,
-    find_option,
-    response_schema,
-)
-
-# The runtime recognises a resource-selection answer by this prefix before the JSON body.  The reference's
-# constant is not known to us; this value is ours and is the one our demo runtime understands.
-RESOURCE_SELECTION_QUERY_PREFIX = "[iac-code:cloud_resource_selection] "
-
-RESOLVED = "resolved"
-CANCELLED = "cancelled"
-
-MODE_PERMISSION = "permission"   # streamed SendStreamingMessage with one data part
-MODE_SIDEBAND = "sideband"       # non-streaming SendMessage with the same data part
-MODE_TEXT = "text"               # streamed SendStreamingMessage with one text part
-MODE_CANCEL = "cancel"           # CancelTask; nothing is sent as a message
-
-_CANCELLED_PERMISSION_PAYLOAD = {"decision": "deny"}
+from iaccode_agui import errors
+from iaccode_agui.a2a import dialect
+from iaccode_agui.errors import AguiError
+from iaccode_agui.projection import answers as encode
+from iaccode_agui.projection.answers import UpstreamAnswer
+from iaccode_agui.projection.interrupts import read_required_inputs
+from iaccode_agui.projection.resume_commands import (CancelTask, Command, Delivery, Emit, FetchTask, Finished,
+                                                     RecordAnswer, RecordInFlight, RecordInterrupts, RecoverPipeline,
+                                                     ReleaseExecution, RestoreSession, ResumeFacts, SendAnswer,
+                                                     Subscribe, Upstream)
+from iaccode_agui.projection.resume_plan import ResumePlan, plan_resume, resume_digest
+from iaccode_agui.projection.effects import Output, Pending
+from iaccode_agui.projection.run import ProtocolViolation, RunProjector
+from iaccode_agui.projection.states import TaskState
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+class Phase(enum.Enum):
+    """What the machine waits for: the result of the command it last asked for."""
+    CHECK = "check"                                   # nothing asked yet
+    RESTORING = "restoring"                           # RestoreSession
+    FETCHING = "fetching"                             # FetchTask, the snapshot every check is made on
+    RECOVERING = "recovering"                         # RecordAnswer of an answer the runtime took pre-crash
+    RELEASING = "releasing"                           # ReleaseExecution before the run ends
+    CATCHING_UP = "catching-up"                       # RecoverPipeline before the plan
+    RECORDING_DISCOVERED = "recording-discovered"     # RecordInterrupts of inputs the client never saw
+    RECORDING_IN_FLIGHT = "recording-in-flight"       # RecordInFlight before an answer goes out
+    SENDING = "sending"                               # SendAnswer
+    RECORDING_PRIOR = "recording-prior"               # RecordAnswer of a refused answer applied pre-crash
+    CLEARING_IN_FLIGHT = "clearing-in-flight"         # RecordInFlight(None) after a refusal
+    CANCELLING = "cancelling"                         # CancelTask for a cancelled question
+    RECORDING_CANCELLED = "recording-cancelled"       # RecordAnswer of that cancelled question
+    FOLLOW_CATCH_UP = "follow-catch-up"               # RecoverPipeline while following
+    FOLLOW_FETCH = "follow-fetch"                     # FetchTask while following
+    SUBSCRIBING = "subscribing"                       # Subscribe
+    REPAIRING = "repairing"                           # the last FetchTask
+    GIVING_UP = "giving-up"                           # CancelTask, no boundary came
+    EMITTING = "emitting"                             # Emit; then the step it was emitted for
+    ENDED = "ended"
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+_FOLLOW = frozenset({Phase.FOLLOW_CATCH_UP, Phase.FOLLOW_FETCH})
+_DELIVER = frozenset({Phase.RECORDING_IN_FLIGHT, Phase.EMITTING}) | _FOLLOW
+_PLAN = frozenset({Phase.RECORDING_DISCOVERED, Phase.EMITTING}) | _DELIVER
+_RECOVER = frozenset({Phase.RECOVERING, Phase.RELEASING, Phase.CATCHING_UP, Phase.EMITTING}) | _PLAN
+
+# Which phase may follow which: a move outside this table is a bug in the machine, not in the upstream.
+_NEXT: Dict[Phase, FrozenSet[Phase]] = {
+    Phase.CHECK: frozenset({Phase.RESTORING, Phase.FETCHING, Phase.EMITTING}),
+    Phase.RESTORING: frozenset({Phase.FETCHING, Phase.EMITTING}),
+    Phase.FETCHING: frozenset({Phase.EMITTING}),
+    Phase.RECOVERING: _RECOVER,
+    Phase.RELEASING: frozenset({Phase.EMITTING}),
+    Phase.CATCHING_UP: _PLAN,
+    Phase.RECORDING_DISCOVERED: frozenset({Phase.EMITTING}) | _FOLLOW,
+    Phase.RECORDING_IN_FLIGHT: frozenset({Phase.SENDING, Phase.CANCELLING, Phase.EMITTING}),
+    Phase.SENDING: _DELIVER | {Phase.RECORDING_PRIOR, Phase.CLEARING_IN_FLIGHT},
+    Phase.RECORDING_PRIOR: frozenset({Phase.EMITTING}),
+    Phase.CLEARING_IN_FLIGHT: frozenset({Phase.EMITTING}),
+    Phase.CANCELLING: frozenset({Phase.RECORDING_CANCELLED, Phase.EMITTING}),
+    Phase.RECORDING_CANCELLED: frozenset({Phase.RELEASING}),
+    Phase.FOLLOW_CATCH_UP: frozenset({Phase.FOLLOW_FETCH, Phase.EMITTING}),
+    Phase.FOLLOW_FETCH: frozenset({Phase.SUBSCRIBING, Phase.EMITTING}),
+    Phase.SUBSCRIBING: frozenset({Phase.REPAIRING}),
+    Phase.REPAIRING: frozenset({Phase.GIVING_UP, Phase.EMITTING}),
+    Phase.GIVING_UP: frozenset({Phase.EMITTING}),
+    Phase.EMITTING: frozenset(Phase),
+    Phase.ENDED: frozenset(),
+}
 
 
-def resume_digest(entry: Dict[str, Any]) -> str:
-    """What makes two answers "the same" for idempotency: status and payload, never run ids or metadata."""
-    body = {"status": entry.get("status"), "payload": entry.get("payload")}
-    return hashlib.sha256(_canonical(body).encode("utf-8")).hexdigest()
+class IllegalTransition(RuntimeError):
+    """The machine tried a move its table does not allow (a bug, never an upstream condition)."""
 
 
-@functools.lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Any:
-    from jsonschema import Draft202012Validator
-
-    return Draft202012Validator(json.loads(schema_json))
+Result = Any     # what the shell observed: a document, an ``Upstream``/``Delivery`` member, a bool, or None
 
 
-def validate_payload(value: Dict[str, Any], entry: Dict[str, Any]) -> None:
-    """Raise ``RESUME_PAYLOAD_INVALID`` unless ``entry`` is an acceptable answer to ``value``."""
-    status = entry.get("status")
-    if status == CANCELLED:
-        if value.get("kind") != PERMISSION_KIND:
-            return
-        payload: Any = _CANCELLED_PERMISSION_PAYLOAD
-    elif status == RESOLVED:
-        payload = entry.get("payload")
-        if payload is None:
-            raise AguiError("RESUME_PAYLOAD_INVALID", MSG_RESUME_PAYLOAD_MISSING)
-    else:
-        raise AguiError("RESUME_PAYLOAD_INVALID", MSG_RESUME_PAYLOAD_INVALID)
-    schema = response_schema(value)
-    if schema is None or not _validator(_canonical(schema)).is_valid(payload):
-        raise AguiError("RESUME_PAYLOAD_INVALID", MSG_RESUME_PAYLOAD_INVALID)
+class ResumeMachine:
+    """One resume as a sequence of commands; see the module docstring for the walk.
 
-
-@dataclass(frozen=True)
-class ResumePlan:
-    """The outcome of checking one resume: what to send, what was already sent, or a pure re-announce.
-
-    ``stale`` lists pending ids that this execution already applied (a stale projection kept them
-    pending); the caller drops them from its pending set.
+    ``next_command()`` returns what to do next; the shell executes it and hands the result to
+    ``observe``.  During a streamed ``SendAnswer`` the shell reports the runtime's acceptance through
+    ``accepted`` (or ``commit_lost`` when the acceptance could not be recorded).
     """
-    to_apply: List[Tuple[str, Dict[str, Any]]]
-    skipped: List[str]
-    discovery: bool
-    stale: List[str] = field(default_factory=list)
+
+    def __init__(self, projector: RunProjector, facts: ResumeFacts, *, generic: bool, pipeline_mode: bool) -> None:
+        self.projector = projector
+        self.facts = facts
+        self.generic = generic
+        self.pipeline_mode = pipeline_mode
+        self.phase = Phase.CHECK
+        self.applied: Dict[str, str] = dict(facts.applied)
+        self.recovered: List[str] = []
+        self.maybe_applied: Dict[str, str] = {}     # sent before a crash; the snapshot cannot tell
+        self._result: Result = None
+        self._then: Callable[[], Command] = self._finished
+        self._cancelled = False
+        self._task_state = TaskState.UNSEEN
+        self._discovered: List[Tuple[Dict[str, Any], bool]] = []
+        self._newly: List[Tuple[Dict[str, Any], bool]] = []
+        self._to_recover: List[Tuple[str, str]] = []
+        self._recovering: Optional[Tuple[str, str]] = None
+        self._refusal: Optional[AguiError] = None
+        self._proposed: Pending = {}
+        self._values: Dict[str, Dict[str, Any]] = {}
+        self._entries: Dict[str, Dict[str, Any]] = {}
+        self._answers: List[UpstreamAnswer] = []
+        self._index = 0
+        self._final: Callable[[], List[Output]] = list
+
+    # ---- driving ------------------------------------------------------------------------------
+    def next_command(self) -> Command:
+        if self.projector.done or self.phase is Phase.ENDED:
+            self.phase = Phase.ENDED
+            return Finished()
+        handler = _HANDLERS[self.phase]
+        result, self._result = self._result, None
+        return handler(self, result)
+
+    def observe(self, result: Result) -> None:
+        self._result = result
+
+    def note_cancelled(self) -> None:
+        """The cancel extension ended the execution: no further answer may reach its task."""
+        self._cancelled = True
+
+    def answer_digest(self, interrupt_id: str) -> str:
+        return resume_digest(self._entries[interrupt_id])
+
+    def accepted(self, interrupt_id: str) -> List[Output]:
+        """The runtime took this answer and it is recorded: it is applied, and the session may show."""
+        value, entry = self._values[interrupt_id], self._entries[interrupt_id]
+        self.projector.mark_applied(interrupt_id)
+        outputs: List[Output] = list(self.projector.accept())
+        text = encode.answer_text_for_tool_result(value, entry)
+        tool_use_id = value.get("toolUseId")
+        if text is not None and isinstance(tool_use_id, str) and tool_use_id:
+            outputs.extend(self.projector.add_tool_result(tool_use_id, text))
+        return outputs
+
+    def commit_lost(self) -> List[Output]:
+        """An accepted answer could not be recorded: nothing of this execution may stay answerable."""
+        self.projector.drop_pending()
+        return self.projector.abort("STATE_PERSISTENCE_FAILED", errors.MSG_COMMIT_FAILED)
+
+    # ---- moves ------------------------------------------------------------------------------------
+    def _go(self, phase: Phase) -> None:
+        if phase not in _NEXT[self.phase]:
+            raise IllegalTransition("%s -> %s" % (self.phase.value, phase.value))
+        self.phase = phase
+
+    def _ask(self, phase: Phase, command: Command) -> Command:
+        self._go(phase)
+        return command
+
+    def _emit(self, outputs: List[Output], then: Callable[[], Command]) -> Command:
+        self._go(Phase.EMITTING)
+        self._then = then
+        return Emit(outputs)
+
+    def _fail(self, code: str, message: str) -> Command:
+        return self._emit(self.projector.fail(code, message), self._finished)
+
+    def _finished(self) -> Command:
+        self.phase = Phase.ENDED
+        return Finished()
+
+    def _replays_applied(self) -> bool:
+        entries = self.facts.entries
+        return bool(entries) and all(self.applied.get(entry.get("interruptId")) == resume_digest(entry)
+                                     for entry in entries)
+
+    # ---- 1-3: check, restore, snapshot -------------------------------------------------------------
+    def _on_check(self, _: Result) -> Command:
+        facts = self.facts
+        if not facts.task_id or not self.projector.pending:
+            if self._replays_applied():
+                return self._fail("RESUME_ALREADY_APPLIED", errors.MSG_RESUME_ALREADY_APPLIED)
+            ids = [entry.get("interruptId") for entry in facts.entries]
+            if ids and all(i in facts.expired_ids for i in ids):
+                return self._fail("EXECUTION_EXPIRED", errors.MSG_EXECUTION_EXPIRED)
+            return self._fail("EXECUTION_LOST", errors.MSG_TASK_UNAVAILABLE)
+        if facts.session_id and not self.generic:
+            return self._ask(Phase.RESTORING, RestoreSession(facts.cwd, facts.session_id, facts.task_id))
+        return self._ask(Phase.FETCHING, FetchTask(facts.task_id, 100))
+
+    def _on_restored(self, result: Result) -> Command:
+        if result is Upstream.OK:
+            return self._ask(Phase.FETCHING, FetchTask(self._task_id, 100))
+        if result is Upstream.BACKUP_NOT_READY:
+            return self._fail("SESSION_BACKUP_NOT_READY", errors.MSG_SESSION_BACKUP_NOT_READY)
+        if result is Upstream.SESSION_LOST:
+            return self._fail("EXECUTION_LOST", errors.MSG_SESSION_UNAVAILABLE)
+        return self._fail("A2A_UNAVAILABLE", errors.MSG_A2A_UNAVAILABLE)
+
+    @property
+    def _task_id(self) -> str:
+        assert self.facts.task_id is not None
+        return self.facts.task_id
+
+    def _on_snapshot(self, result: Result) -> Command:
+        if result is Upstream.REFUSED:
+            return self._fail("EXECUTION_LOST", errors.MSG_TASK_UNAVAILABLE)
+        if not isinstance(result, dict):
+            return self._fail("A2A_UNAVAILABLE", errors.MSG_A2A_UNAVAILABLE)
+        try:
+            kind, task = dialect.unwrap(result)
+            if kind != "task" or dialect.frame_task_id(kind, task) != self._task_id:
+                raise ProtocolViolation("snapshot of another task")
+            identity = self.projector.check_identity(result)
+        except ProtocolViolation:
+            return self._fail("A2A_PROTOCOL_ERROR", errors.MSG_A2A_PROTOCOL_ERROR)
+        try:
+            self._discovered = self.projector.snapshot_inputs(result)
+        except ProtocolViolation:
+            failed = identity + self.projector.fail("A2A_PROTOCOL_ERROR", errors.MSG_A2A_PROTOCOL_ERROR)
+            return self._emit(failed, self._finished)
+        self._task_state = TaskState.of((task.get("status") or {}).get("state"))
+        self._plan_recovery(task)
+        return self._emit(identity, self._recover_next)
+
+    # ---- 4-5: recover answers in flight, terminal tasks, pipeline catch-up --------------------------
+    def _plan_recovery(self, task: Dict[str, Any]) -> None:
+        """Answers sent but never seen accepted: committed on positive evidence only.
+
+        The task no longer waits, or waits for inputs that exclude the answer: it was consumed.  A waiting
+        task without any input projection proves nothing (a restarted runtime, a generic agent): those
+        answers are "maybe applied" and resent.
+        """
+        waiting = None
+        if self._task_state is TaskState.INPUT_REQUIRED:
+            projected = read_required_inputs(dialect.iac_code_metadata(task))
+            waiting = {value.get("inputId") for value, _ in projected} if projected else None
+        for interrupt_id, digest in self.projector.in_flight():
+            if self._task_state is TaskState.INPUT_REQUIRED and (waiting is None or interrupt_id in waiting):
+                if waiting is None:
+                    self.maybe_applied[interrupt_id] = digest
+                continue
+            self._to_recover.append((interrupt_id, digest))
+
+    def _recover_next(self) -> Command:
+        if self._to_recover:
+            self._recovering = self._to_recover.pop(0)
+            return self._ask(Phase.RECOVERING, RecordAnswer(*self._recovering))
+        if self._task_state.terminal:
+            return self._terminal_task()
+        if self.pipeline_mode:
+            return self._ask(Phase.CATCHING_UP, RecoverPipeline(self._task_id, self.facts.pipeline_cursor))
+        return self._plan()
+
+    def _on_recovered(self, result: Result) -> Command:
+        assert self._recovering is not None
+        interrupt_id, digest = self._recovering
+        if not result:
+            return self._fail("STATE_PERSISTENCE_FAILED", errors.MSG_STATE_PERSISTENCE_FAILED)
+        self._applied_now(interrupt_id, digest)
+        self.recovered.append(interrupt_id)
+        return self._recover_next()
+
+    def _applied_now(self, interrupt_id: str, digest: str) -> None:
+        self.projector.mark_applied(interrupt_id)
+        self.applied[interrupt_id] = digest
+
+    def _terminal_task(self) -> Command:
+        if self.recovered and self._replays_applied():
+            return self._emit(self.projector.accept(), self._follow)   # reports how the task ended
+        self._final = self._execution_lost
+        return self._ask(Phase.RELEASING, ReleaseExecution())
+
+    def _execution_lost(self) -> List[Output]:
+        self.projector.drop_pending()
+        return self.projector.fail("EXECUTION_LOST", errors.MSG_TASK_UNAVAILABLE)
+
+    def _on_released(self, _: Result) -> Command:
+        return self._emit(self._final(), self._finished)
+
+    def _on_caught_up(self, result: Result) -> Command:
+        if isinstance(result, dict):
+            return self._emit(self.projector.recover_pipeline(result), self._plan)
+        return self._plan()
+
+    # ---- 6: plan ----------------------------------------------------------------------------------
+    def _plan(self) -> Command:
+        pending = self.projector.pending
+        self._newly = [(value, sideband) for value, sideband in self._discovered if value["inputId"] not in pending]
+        self._values = {key: dict(item.value) for key, item in pending.items()}
+        for value, _ in self._newly:
+            self._values[value["inputId"]] = value
+        try:
+            plan = plan_resume(self._values, self.facts.entries, self.applied.get,
+                               newly_discovered=[value["inputId"] for value, _ in self._newly])
+        except AguiError as exc:
+            self._refusal = exc
+            if self._newly:
+                self._proposed = self.projector.with_discovered(self._newly)
+                return self._ask(Phase.RECORDING_DISCOVERED,
+                                 RecordInterrupts(self._proposed, tuple(sorted(self.projector.ctx.text_digests))))
+            return self._refused()
+        for interrupt_id in plan.stale:
+            self.projector.mark_applied(interrupt_id)
+        if plan.discovery:
+            return self._emit(self.projector.interrupt(self._newly), self._finished)
+        self._prepare(plan)
+        return self._deliver_next()
+
+    def _on_discovered_recorded(self, result: Result) -> Command:
+        if result:
+            self.projector.adopt_pending(self._proposed)
+        return self._refused()
+
+    def _refused(self) -> Command:
+        exc = self._refusal
+        assert exc is not None
+        if self.recovered and exc.code == "RESUME_ALREADY_APPLIED" and self._replays_applied():
+            # The client retries the very answer the runtime took before the crash: continue from there.
+            return self._emit(self.projector.accept(), self._follow)
+        return self._fail(exc.code, exc.message)
+
+    def _prepare(self, plan: ResumePlan) -> None:
+        sideband_ids = {key for key, item in self.projector.pending.items() if item.sideband}
+        sideband_ids.update(value["inputId"] for value, sideband in self._newly if sideband)
+        self._answers = encode.answers_for(self._values, plan.to_apply, run_id=self.facts.run_id,
+                                           task_id=self._task_id, sideband_ids=sideband_ids)
+        self._entries = dict(plan.to_apply)
+        self.projector.expect_answers(answer.interrupt_id for answer in self._answers)
+
+    # ---- 7: deliver -------------------------------------------------------------------------------
+    @property
+    def _answer(self) -> UpstreamAnswer:
+        return self._answers[self._index]
+
+    def _deliver_next(self) -> Command:
+        if self._index >= len(self._answers):
+            return self._follow()
+        if self._cancelled:
+            # The execution was cancelled between two answers: nothing more goes to its task.
+            return self._emit(self.projector.abort("CANCELLED", errors.MSG_CANCELLED), self._finished)
+        interrupt_id = self._answer.interrupt_id
+        self.projector.sending_answer(interrupt_id)
+        return self._ask(Phase.RECORDING_IN_FLIGHT, RecordInFlight(interrupt_id, self.answer_digest(interrupt_id)))
+
+    def _on_in_flight_recorded(self, result: Result) -> Command:
+        if not result:
+            return self._fail("STATE_PERSISTENCE_FAILED", errors.MSG_STATE_PERSISTENCE_FAILED)
+        answer = self._answer
+        self.projector.note_in_flight(answer.interrupt_id, self.answer_digest(answer.interrupt_id))
+        if answer.mode == encode.MODE_CANCEL:
+            return self._ask(Phase.CANCELLING, CancelTask(self._task_id))
+        message = dialect.build_message(answer.message_id, answer.parts, self.projector.ctx.context_id,
+                                        self.facts.metadata, self._task_id)
+        return self._ask(Phase.SENDING, SendAnswer(answer, message))
+
+    def _on_sent(self, result: Result) -> Command:
+        if result is Delivery.OPEN:
+            self._index += 1
+            return self._deliver_next()
+        if result is Delivery.REFUSED:
+            interrupt_id = self._answer.interrupt_id
+            prior = self.maybe_applied.get(interrupt_id)
+            if prior is not None:
+                # The runtime refuses an answer it already consumed before the crash.
+                return self._ask(Phase.RECORDING_PRIOR, RecordAnswer(interrupt_id, prior))
+            return self._ask(Phase.CLEARING_IN_FLIGHT, RecordInFlight(interrupt_id, None))
+        if result is Delivery.NOT_ACCEPTED:
+            return self._fail("A2A_UNAVAILABLE", errors.MSG_A2A_NOT_ACCEPTED)
+        return self._finished()      # ENDED or FAILED: the run already published its end
+
+    def _on_prior_recorded(self, result: Result) -> Command:
+        if not result:
+            return self._fail("STATE_PERSISTENCE_FAILED", errors.MSG_STATE_PERSISTENCE_FAILED)
+        interrupt_id = self._answer.interrupt_id
+        prior = self.maybe_applied[interrupt_id]
+        self._applied_now(interrupt_id, prior)
+        if prior != self.answer_digest(interrupt_id):
+            return self._fail("RESUME_ALREADY_APPLIED", errors.MSG_RESUME_ALREADY_APPLIED)
+        self._index += 1
+        return self._emit(self.projector.accept(), self._deliver_next)
+
+    def _on_in_flight_cleared(self, _: Result) -> Command:
+        # The runtime refused this delivery: it was not applied, so a later snapshot must not count it.
+        self.projector.note_in_flight(self._answer.interrupt_id, None)
+        return self._fail("A2A_UNAVAILABLE", errors.MSG_A2A_REJECTED)
+
+    def _on_cancelled(self, result: Result) -> Command:
+        """A cancelled question/choice stops the task: CancelTask, record, clear pending, end CANCELLED."""
+        if result in (Upstream.OK, Upstream.NOT_CANCELABLE):
+            interrupt_id = self._answer.interrupt_id
+            return self._ask(Phase.RECORDING_CANCELLED, RecordAnswer(interrupt_id, self.answer_digest(interrupt_id)))
+        if result is Upstream.REFUSED:
+            return self._fail("A2A_UNAVAILABLE", errors.MSG_A2A_REJECTED)
+        return self._fail("A2A_UNAVAILABLE", errors.MSG_A2A_UNAVAILABLE)
+
+    def _on_cancel_recorded(self, _: Result) -> Command:
+        self.projector.mark_applied(self._answer.interrupt_id)
+        self._final = lambda: self.projector.abort("CANCELLED", errors.MSG_CANCELLED)
+        return self._ask(Phase.RELEASING, ReleaseExecution())
+
+    # ---- 8: follow --------------------------------------------------------------------------------
+    def _follow(self) -> Command:
+        """No boundary seen yet: catch up (pipeline), look at the task, subscribe, look again, give up."""
+        if self.pipeline_mode:
+            return self._ask(Phase.FOLLOW_CATCH_UP, RecoverPipeline(self._task_id, self.projector.pipeline.sequence))
+        return self._ask(Phase.FOLLOW_FETCH, FetchTask(self._task_id, 0))
+
+    def _on_follow_caught_up(self, result: Result) -> Command:
+        if isinstance(result, dict):
+            return self._emit(self.projector.recover_pipeline(result), self._follow_fetch)
+        return self._follow_fetch()
+
+    def _follow_fetch(self) -> Command:
+        return self._ask(Phase.FOLLOW_FETCH, FetchTask(self._task_id, 0))
+
+    def _on_follow_snapshot(self, result: Result) -> Command:
+        if not isinstance(result, dict):
+            return self._subscribe()
+        state = TaskState.of((dialect.unwrap(result)[1].get("status") or {}).get("state"))
+        try:
+            shows_inputs = bool(self.projector.snapshot_inputs(result))
+        except ProtocolViolation:
+            return self._fail("A2A_PROTOCOL_ERROR", errors.MSG_A2A_PROTOCOL_ERROR)
+        if state.terminal or shows_inputs:
+            return self._emit(self.projector.feed(result, with_text=False), self._subscribe)
+        return self._subscribe()
+
+    def _subscribe(self) -> Command:
+        return self._ask(Phase.SUBSCRIBING, Subscribe(self._task_id))
+
+    def _on_subscribed(self, _: Result) -> Command:
+        return self._ask(Phase.REPAIRING, FetchTask(self._task_id, 0))
+
+    def _on_repaired(self, result: Result) -> Command:
+        if isinstance(result, dict):
+            return self._emit(self.projector.feed(result, with_text=False), self._give_up)
+        return self._give_up()
+
+    def _give_up(self) -> Command:
+        return self._ask(Phase.GIVING_UP, CancelTask(self._task_id, best_effort=True))
+
+    def _on_given_up(self, _: Result) -> Command:
+        return self._fail("A2A_UNAVAILABLE", errors.MSG_A2A_UNAVAILABLE)
+
+    def _on_emitted(self, _: Result) -> Command:
+        return self._then()
 
 
-def _entry_id(entry: Any) -> str:
-    if not isinstance(entry, dict) or not isinstance(entry.get("interruptId"), str) or not entry["interruptId"]:
-        raise AguiError("INVALID_INPUT", MSG_RESUME_INVALID)
-    return entry["interruptId"]
-
-
-def plan_resume(pending: Dict[str, Dict[str, Any]], entries: List[Dict[str, Any]],
-                applied: Callable[[str], Optional[str]], newly_discovered: Collection[str] = ()) -> ResumePlan:
-    """Check a resume against the pending interrupts; raise ``AguiError`` or return what to send.
-
-    Errors, in this order: malformed entry, duplicate ids, a changed answer to something already applied,
-    an unknown id, a pending id left unanswered, an invalid payload.  A resume whose every entry was
-    already applied with the same payload is ``RESUME_ALREADY_APPLIED`` too: nothing would reach the
-    runtime, and the client must not mistake the replay for a new run.  When the only unanswered ids were
-    discovered by this very resume, nothing is applied (``discovery``) and payloads are not checked yet:
-    the client gets every interrupt again and answers them all together.
-    """
-    ids = [_entry_id(entry) for entry in entries]
-    if len(set(ids)) != len(ids):
-        raise AguiError("INCOMPLETE_RESUME", MSG_DUPLICATE_RESUME_IDS)
-    supplied = dict(zip(ids, entries))
-
-    stale = [interrupt_id for interrupt_id in pending if applied(interrupt_id) is not None]
-    open_ids = [interrupt_id for interrupt_id in pending if interrupt_id not in stale]
-
-    skipped: List[str] = []
-    for interrupt_id, entry in supplied.items():
-        if interrupt_id in open_ids:
-            continue
-        digest = applied(interrupt_id)
-        if digest is None:
-            raise AguiError("UNKNOWN_INTERRUPT", MSG_UNKNOWN_INTERRUPT)
-        if digest != resume_digest(entry):
-            raise AguiError("RESUME_ALREADY_APPLIED", MSG_RESUME_ALREADY_APPLIED)
-        skipped.append(interrupt_id)
-
-    missing = [interrupt_id for interrupt_id in open_ids if interrupt_id not in supplied]
-    if missing:
-        discovered = set(newly_discovered)
-        replay_only = bool(skipped) and len(skipped) == len(supplied)
-        if replay_only or all(interrupt_id in discovered for interrupt_id in missing):
-            # Either the snapshot showed inputs the client never saw, or the client re-sent an answer that
-            # was applied before a crash and has not seen what came next: show it every pending interrupt.
-            return ResumePlan(to_apply=[], skipped=skipped, discovery=True, stale=stale)
-        raise AguiError("INCOMPLETE_RESUME", MSG_INCOMPLETE_RESUME)
-
-    to_apply = [(interrupt_id, supplied[interrupt_id]) for interrupt_id in open_ids]
-    for interrupt_id, entry in to_apply:
-        validate_payload(pending[interrupt_id], entry)
-    if not to_apply:
-        raise AguiError("RESUME_ALREADY_APPLIED", MSG_RESUME_ALREADY_APPLIED)
-    return ResumePlan(to_apply=to_apply, skipped=skipped, discovery=False, stale=stale)
-
-
-@dataclass(frozen=True)
-class UpstreamAnswer:
-    """One upstream call that delivers one answer; ``parts`` are A2A message parts.
-
-    For ``cancel`` nothing is sent as a message (the caller calls CancelTask), so ``parts`` is empty and
-    ``message_id`` is ``""``.
-    """
-    interrupt_id: str
-    mode: str
-    parts: List[Dict[str, Any]]
-    message_id: str
-
-
-def _selected_id(payload: Dict[str, Any]) -> Any:
-    return payload.get("selectedId", payload.get("selected_id"))
-
-
-def _free_text(payload: Dict[str, Any]) -> Optional[str]:
-    text = payload.get("freeText", payload.get("free_text"))
-    return text if isinstance(text, str) else None
-
-
-def _chosen_title(value: Dict[str, Any], payload: Dict[str, Any]) -> Optional[str]:
-    """The text a question answer stands for: free text, else the chosen option's label/name/title/id."""
-    text = _free_text(payload)
-    if text is not None:
-        return text
-    selected = _selected_id(payload)
-    if selected is None:
-        return None
-    found = find_option(value, selected)
-    return found[0] if found else str(selected)
-
-
-def _resource_answer(value: Dict[str, Any], entry: Dict[str, Any]) -> Dict[str, Any]:
-    """The JSON body of a resource-selection answer; shape from the dialect doc, field order ours."""
-    selector = value.get("selector") if isinstance(value.get("selector"), dict) else {}
-    body: Dict[str, Any] = {
-        "schemaVersion": 1,
-        "kind": RESOURCE_KIND,
-        "status": "selected" if entry.get("status") == RESOLVED else "canceled",
-        "requestTaskId": value.get("requestTaskId"),
-        "contextId": value.get("contextId"),
-        "inputId": value.get("inputId"),
-        "toolUseId": value.get("toolUseId"),
-        "selectorId": selector.get("id"),
-    }
-    if body["status"] == "canceled":
-        body["optionsEmpty"] = not value.get("options")
-        return body
-    payload = entry.get("payload") or {}
-    free_text = _free_text(payload)
-    if free_text is not None:
-        body.update(value=free_text, label=free_text, source="free_text")
-    else:
-        body["value"] = payload.get("value")
-        label = payload.get("label")
-        body["label"] = label if isinstance(label, str) and label else payload.get("value")
-        if isinstance(selector.get("source"), str):
-            body["source"] = selector["source"]
-    return body
-
-
-def _deployment_answer(value: Dict[str, Any], payload: Dict[str, Any]) -> Dict[str, Any]:
-    """Our encoding of a deployment confirmation; the reference's exact encoding is unknown to us."""
-    action = payload.get("action")
-    if action is None:
-        found = find_option(value, _selected_id(payload))
-        if found and isinstance(found[1], dict):
-            action = found[1].get("action")
-    overrides = payload.get("parameter_overrides")
-    return {"kind": DEPLOYMENT_KIND, "action": action,
-            "parameter_overrides": overrides if isinstance(overrides, dict) else {}}
-
-
-def answer_for(value: Dict[str, Any], entry: Dict[str, Any], *, run_id: str, task_id: str, sideband: bool,
-               text_ordinal: int = 1) -> UpstreamAnswer:
-    """How one validated answer reaches the runtime (dialect §1.4).
-
-    ``sideband`` only matters for permissions.  ``text_ordinal`` is the 1-based position of this answer
-    among the text answers of the same resume; the second and later get a ``-<n>`` message-id suffix.
-    """
-    interrupt_id = entry["interruptId"]
-    kind = value.get("kind")
-    resolved = entry.get("status") == RESOLVED
-    payload = entry.get("payload") if resolved and isinstance(entry.get("payload"), dict) else {}
-
-    if kind == PERMISSION_KIND:
-        input_id = value.get("inputId") or interrupt_id
-        data = {
-            "schemaVersion": 1,
-            "kind": PERMISSION_KIND,
-            "requestTaskId": task_id,
-            "inputId": input_id,
-            "toolUseId": str(value.get("toolUseId") or ""),
-            "decision": payload.get("decision", "deny") if resolved else "deny",
-        }
-        message_id = ("agui-resume-%s" % input_id) if sideband else ("agui-resume-%s-%s" % (run_id, input_id))
-        return UpstreamAnswer(interrupt_id, MODE_SIDEBAND if sideband else MODE_PERMISSION,
-                              [{"data": data, "mediaType": "application/json"}], message_id)
-
-    if not resolved and kind != RESOURCE_KIND:
-        return UpstreamAnswer(interrupt_id, MODE_CANCEL, [], "")
-
-    if kind == RESOURCE_KIND:
-        text = RESOURCE_SELECTION_QUERY_PREFIX + _compact(_resource_answer(value, entry))
-    elif kind == DEPLOYMENT_KIND:
-        text = _compact(_deployment_answer(value, payload))
-    else:
-        text = _chosen_title(value, payload) or ""
-    message_id = "agui-resume-%s" % run_id
-    if text_ordinal > 1:
-        message_id += "-%d" % text_ordinal
-    return UpstreamAnswer(interrupt_id, MODE_TEXT, [{"text": text}], message_id)
-
-
-def answers_for(pending: Dict[str, Dict[str, Any]], to_apply: List[Tuple[str, Dict[str, Any]]], *,
-                run_id: str, task_id: str, sideband_ids: Collection[str] = ()) -> List[UpstreamAnswer]:
-    """Every upstream call of one resume, in pending order.
-
-    Permissions go sideband only when every permission answered here is sideband (a mixed set is
-    streamed, as the reference does); text answers are numbered for unique message ids.
-    """
-    permission_ids = [i for i, _ in to_apply if pending[i].get("kind") == PERMISSION_KIND]
-    sideband = bool(permission_ids) and all(i in sideband_ids for i in permission_ids)
-    answers: List[UpstreamAnswer] = []
-    ordinal = 0
-    for interrupt_id, entry in to_apply:
-        value = pending[interrupt_id]
-        is_permission = value.get("kind") == PERMISSION_KIND
-        if not is_permission:
-            ordinal += 1
-        answers.append(answer_for(value, entry, run_id=run_id, task_id=task_id,
-                                  sideband=sideband and is_permission, text_ordinal=max(ordinal, 1)))
-    return answers
-
-
-def answer_text_for_tool_result(value: Dict[str, Any], entry: Dict[str, Any]) -> Optional[str]:
-    """The human answer shown as the result of the question's tool call; None when there is none.
-
-    None for permissions (the runtime reports the real tool result), for cancelled answers, and for
-    inputs without a ``toolUseId`` (no tool span to close).  Resource and deployment answers show what
-    the user picked, not the machine encoding sent upstream.
-    """
-    kind = value.get("kind")
-    if kind == PERMISSION_KIND or entry.get("status") != RESOLVED:
-        return None
-    if not isinstance(value.get("toolUseId"), str) or not value["toolUseId"]:
-        return None
-    payload = entry.get("payload") if isinstance(entry.get("payload"), dict) else {}
-    if kind == RESOURCE_KIND:
-        free_text = _free_text(payload)
-        if free_text is not None:
-            return free_text
-        label = payload.get("label")
-        return label if isinstance(label, str) and label else payload.get("value")
-    if kind == DEPLOYMENT_KIND and payload.get("action") is not None:
-        return str(payload["action"])
-    return _chosen_title(value, payload)
+_HANDLERS: Dict[Phase, Callable[[ResumeMachine, Result], Command]] = {
+    Phase.CHECK: ResumeMachine._on_check,
+    Phase.RESTORING: ResumeMachine._on_restored,
+    Phase.FETCHING: ResumeMachine._on_snapshot,
+    Phase.RECOVERING: ResumeMachine._on_recovered,
+    Phase.RELEASING: ResumeMachine._on_released,
+    Phase.CATCHING_UP: ResumeMachine._on_caught_up,
+    Phase.RECORDING_DISCOVERED: ResumeMachine._on_discovered_recorded,
+    Phase.RECORDING_IN_FLIGHT: ResumeMachine._on_in_flight_recorded,
+    Phase.SENDING: ResumeMachine._on_sent,
+    Phase.RECORDING_PRIOR: ResumeMachine._on_prior_recorded,
+    Phase.CLEARING_IN_FLIGHT: ResumeMachine._on_in_flight_cleared,
+    Phase.CANCELLING: ResumeMachine._on_cancelled,
+    Phase.RECORDING_CANCELLED: ResumeMachine._on_cancel_recorded,
+    Phase.FOLLOW_CATCH_UP: ResumeMachine._on_follow_caught_up,
+    Phase.FOLLOW_FETCH: ResumeMachine._on_follow_snapshot,
+    Phase.SUBSCRIBING: ResumeMachine._on_subscribed,
+    Phase.REPAIRING: ResumeMachine._on_repaired,
+    Phase.GIVING_UP: ResumeMachine._on_given_up,
+    Phase.EMITTING: ResumeMachine._on_emitted,
+}

@@ -13,22 +13,23 @@ or the end of the run can be decided.
 import dataclasses
 import enum
 import time
-from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple, Union
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
 
 from iaccode_agui import errors
 from iaccode_agui.a2a import dialect
 from iaccode_agui.canonical import canonical_json, coerce_numbers
 from iaccode_agui.projection import events as ev
 from iaccode_agui.projection import interrupts
+from iaccode_agui.projection.effects import (BindSession, BindTask, CommitInterrupts, EndRun, Output, Pending,
+                                             PipelineProgress)
 from iaccode_agui.projection.events import Event
 from iaccode_agui.projection.pipeline import PipelineMapper
 from iaccode_agui.projection.spans import SpanTracker
-from iaccode_agui.projection.states import Outcome, TaskState
+from iaccode_agui.projection.states import BOUNDARY, TERMINAL_STEP, Inputs, Outcome, Step, TaskState
 from iaccode_agui.projection.textreplay import digests_of, new_suffix
 from iaccode_agui.projection.usage import UsageLedger
 from iaccode_agui.state.model import Execution, PendingInterrupt
 
-Pending = Dict[str, PendingInterrupt]
 Discovered = List[Tuple[Dict[str, Any], bool]]     # (sanitised input projection, sideband) pairs
 
 
@@ -59,46 +60,8 @@ class RunContext:
     pipeline_mode: bool = False
 
 
-# ---- effects -----------------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class BindTask:
-    task_id: str
-
-
-@dataclasses.dataclass(frozen=True)
-class BindSession:
-    session_id: str
-
-
-@dataclasses.dataclass(frozen=True)
-class CommitInterrupts:
-    """The complete pending map to persist and the digests of the text shown so far."""
-    pending: Pending
-    text_digests: Tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class PipelineProgress:
-    """The pipeline cursor and durable open steps to persist (written at run boundaries, not per event)."""
-    sequence: int
-    open_steps: Tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class EndRun:
-    outcome: Outcome
-    code: Optional[str] = None
-
-
-Output = Union[Event, BindTask, BindSession, CommitInterrupts, PipelineProgress, EndRun]
-
-
 class ProtocolViolation(Exception):
     """The runtime broke the identity contract of the run (other task, context or session)."""
-
-
-def is_event(item: Any) -> bool:
-    return isinstance(item, dict)
 
 
 class SessionNotice(enum.Enum):
@@ -106,37 +69,6 @@ class SessionNotice(enum.Enum):
     HELD = "held"
     DUE = "due"
     SENT = "sent"
-
-
-class Inputs(enum.Enum):
-    """What a non-terminal frame shows about required inputs, relative to what the run already knows."""
-    AWAITED = "awaited"    # input-required only for answers this resume is still about to send
-    FRESH = "fresh"        # at least one input that is not pending yet
-    KNOWN = "known"        # inputs, all of them pending already
-    NONE = "none"          # no input at all
-
-
-class Step(enum.Enum):
-    """What a frame's boundary does to the run."""
-    READ_ON = "read-on"
-    INTERRUPT = "interrupt"
-    NO_INPUTS = "no-inputs"       # input-required without any input: depends on the kind of run
-    SUCCEED = "succeed"
-    FAIL = "fail"
-    CANCEL = "cancel"
-
-
-# (task state, inputs) -> step, for states that do not end the task.  Terminal states decide alone.
-_BOUNDARY: Dict[Tuple[TaskState, Inputs], Step] = {
-    (TaskState.INPUT_REQUIRED, Inputs.AWAITED): Step.READ_ON,
-    (TaskState.INPUT_REQUIRED, Inputs.FRESH): Step.INTERRUPT,
-    (TaskState.INPUT_REQUIRED, Inputs.KNOWN): Step.INTERRUPT,
-    (TaskState.INPUT_REQUIRED, Inputs.NONE): Step.NO_INPUTS,
-}
-for _state in (TaskState.WORKING, TaskState.UNSEEN):
-    _BOUNDARY.update({(_state, Inputs.FRESH): Step.INTERRUPT, (_state, Inputs.KNOWN): Step.READ_ON,
-                      (_state, Inputs.NONE): Step.READ_ON})
-_TERMINAL_STEP = {TaskState.COMPLETED: Step.SUCCEED, TaskState.CANCELED: Step.CANCEL}
 
 
 class RunProjector:
@@ -158,6 +90,7 @@ class RunProjector:
                                        sequence=ctx.pipeline_sequence, open_steps=ctx.pipeline_open_steps)
         self._pipeline_sessions_checked = 0
         self.answering: Set[str] = set()       # resume answers not yet sent: their inputs are expected
+        self.delivering = False                # a resume is sending answers: a disconnect keeps them pending
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def start(self) -> List[Output]:
@@ -213,6 +146,7 @@ class RunProjector:
     def expect_answers(self, interrupt_ids: Iterable[str]) -> None:
         """These answers are about to be sent one by one: until each is, its input is no boundary."""
         self.answering = set(interrupt_ids)
+        self.delivering = True
 
     def sending_answer(self, interrupt_id: str) -> None:
         self.answering.discard(interrupt_id)
@@ -441,10 +375,10 @@ class RunProjector:
     def _boundary(self, state: TaskState, iac: Dict[str, Any], status: Dict[str, Any]) -> List[Output]:
         if state.failed:
             return self.fail("A2A_EXECUTION_FAILED", errors.MSG_A2A_EXECUTION_FAILED)
-        if state in _TERMINAL_STEP:
-            return self._take(_TERMINAL_STEP[state], [], status)
+        if state in TERMINAL_STEP:
+            return self._take(TERMINAL_STEP[state], [], status)
         inputs = self._new_inputs(iac)
-        return self._take(_BOUNDARY[(state, self._classify(state, inputs))], inputs, status)
+        return self._take(BOUNDARY[(state, self._classify(state, inputs))], inputs, status)
 
     def _take(self, step: Step, inputs: Discovered, status: Dict[str, Any]) -> List[Output]:
         if step is Step.INTERRUPT:

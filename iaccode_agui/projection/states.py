@@ -5,6 +5,7 @@ The runtime spells task states several ways (``TASK_STATE_INPUT_REQUIRED``, ``in
 so a rule is written once against a name instead of against a set of strings.
 """
 import enum
+from typing import Dict, Tuple
 
 from iaccode_agui.a2a import dialect
 
@@ -55,3 +56,34 @@ class Outcome(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+class Inputs(enum.Enum):
+    """What a non-terminal frame shows about required inputs, relative to what the run already knows."""
+    AWAITED = "awaited"    # input-required only for answers this resume is still about to send
+    FRESH = "fresh"        # at least one input that is not pending yet
+    KNOWN = "known"        # inputs, all of them pending already
+    NONE = "none"          # no input at all
+
+
+class Step(enum.Enum):
+    """What a frame's boundary does to the run."""
+    READ_ON = "read-on"
+    INTERRUPT = "interrupt"
+    NO_INPUTS = "no-inputs"       # input-required without any input: depends on the kind of run
+    SUCCEED = "succeed"
+    FAIL = "fail"
+    CANCEL = "cancel"
+
+
+# (task state, inputs) -> step, for states that do not end the task.  Terminal states decide alone.
+BOUNDARY: Dict[Tuple[TaskState, Inputs], Step] = {
+    (TaskState.INPUT_REQUIRED, Inputs.AWAITED): Step.READ_ON,
+    (TaskState.INPUT_REQUIRED, Inputs.FRESH): Step.INTERRUPT,
+    (TaskState.INPUT_REQUIRED, Inputs.KNOWN): Step.INTERRUPT,
+    (TaskState.INPUT_REQUIRED, Inputs.NONE): Step.NO_INPUTS,
+}
+for _state in (TaskState.WORKING, TaskState.UNSEEN):
+    BOUNDARY.update({(_state, Inputs.FRESH): Step.INTERRUPT, (_state, Inputs.KNOWN): Step.READ_ON,
+                      (_state, Inputs.NONE): Step.READ_ON})
+TERMINAL_STEP = {TaskState.COMPLETED: Step.SUCCEED, TaskState.CANCELED: Step.CANCEL}

@@ -12,8 +12,9 @@ from iaccode_agui import errors
 from iaccode_agui.a2a import dialect
 from iaccode_agui.a2a.client import A2AClient, A2AError, A2ARpcError, A2AStream, A2ATimeout
 from iaccode_agui.projection.events import SESSION_EVENT
-from iaccode_agui.projection.run import (BindSession, BindTask, CommitInterrupts, EndRun, PipelineProgress,
-                                         ProtocolViolation, RunProjector, is_event)
+from iaccode_agui.projection.effects import (BindSession, BindTask, CommitInterrupts, EndRun, PipelineProgress,
+                                             is_event)
+from iaccode_agui.projection.run import RunProjector
 from iaccode_agui.runs.channel import RunChannel
 from iaccode_agui.runs.recorder import ExecutionEnded, StateRecorder
 from iaccode_agui.state.store import StateWriteFailed
@@ -42,7 +43,6 @@ class RunWorker:
         self.cancelled_by_extension = False
         self.outcome: Optional[str] = None       # "success" | "interrupt" | "error"
         self.error_code: Optional[str] = None
-        self.keep_pending_on_disconnect = False   # a resume in flight keeps its interrupts on disconnect
         self._held_task: Optional[str] = None
         self._held_session: Optional[str] = None
         self.thread = threading.Thread(target=self._main, name="agui-run-%s" % projector.ctx.run_id, daemon=True)
@@ -181,14 +181,14 @@ class RunWorker:
                 self._on_release()
 
     # ---- upstream ---------------------------------------------------------------------------
-    def consume(self, open_stream: Callable[[], A2AStream], *, on_first: Optional[Callable[[], None]] = None,
-                finish: bool = True, snapshot_first: bool = False) -> Optional[str]:
+    def consume(self, open_stream: Callable[[], A2AStream],
+                first: Optional[Callable[[Any], None]] = None) -> Optional[str]:
         """Read one upstream stream through the projection.
 
-        Returns None when the run ended (terminal event published), otherwise "eof" (the stream closed
-        before a boundary) so a resume driver can follow the task.  ``on_first`` runs once the first frame
-        proved to belong to this run (acceptance of an answer).  ``snapshot_first`` maps the first frame
-        (a SubscribeToTask snapshot) without its text, which was already shown.
+        Returns None when the run ended (terminal event published, or the client left), otherwise "eof"
+        (the stream closed before a boundary) so the driver decides what follows.  ``first`` takes the
+        first frame instead of the plain projection: the acceptance of an answer, or a subscription's
+        snapshot whose text was already shown.
         """
         stream = open_stream()
         with self._lock:
@@ -196,19 +196,12 @@ class RunWorker:
             abort_now = self.cancel_requested and bool(self.projector.task_id)
         if abort_now:
             stream.abort()
-        first = True
+        handle_first = first
         try:
             for result in stream:
-                if first:
-                    first = False
-                    if on_first is not None:
-                        try:
-                            self.apply(self.projector.check_identity(result))
-                        except ProtocolViolation:
-                            self.apply(self.projector.fail("A2A_PROTOCOL_ERROR", errors.MSG_A2A_PROTOCOL_ERROR))
-                            return None
-                        on_first()
-                    self.apply(self.projector.feed(result, with_text=not snapshot_first))
+                if handle_first is not None:
+                    handle_first(result)
+                    handle_first = None
                 else:
                     self.apply(self.projector.feed(result))
                 if self.projector.done:
@@ -227,13 +220,10 @@ class RunWorker:
         if self.cancel_requested:
             self.cancel_after_disconnect()
             return None
-        if finish:
-            self.apply(self.projector.end_of_stream())
-            return None
         return "eof"
 
     def cancel_after_disconnect(self) -> None:
-        if self.keep_pending_on_disconnect and self.projector.pending:
+        if self.projector.delivering and self.projector.pending:
             self.apply(self.projector.abort("CANCELLED", errors.MSG_CANCELLED, keep_pending=True))
             return
         self.cancel_task()
@@ -268,6 +258,7 @@ class RunWorker:
 def drive_new_turn(worker: RunWorker, message: dict) -> None:
     """A new user turn: one SendStreamingMessage whose stream is projected to its end."""
     try:
-        worker.consume(lambda: worker.client.send_streaming_message(dialect.send_params(message)))
+        if worker.consume(lambda: worker.client.send_streaming_message(dialect.send_params(message))) is not None:
+            worker.apply(worker.projector.end_of_stream())
     except A2AError as exc:
         worker.fail_upstream(exc)
