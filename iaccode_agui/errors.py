@@ -108,6 +108,10 @@ ERRORS: Dict[str, Tuple[int, str]] = {
     "SESSION_BACKUP_NOT_READY": (503, MSG_SESSION_BACKUP_NOT_READY),
 }
 
+# Codes that say the upstream failed (not the client, not this adapter): counted apart in the metrics.
+UPSTREAM_CODES = frozenset({"A2A_UNAVAILABLE", "A2A_PROTOCOL_ERROR", "A2A_EXECUTION_FAILED",
+                            "SESSION_BACKUP_NOT_READY"})
+
 MESSAGES: Tuple[str, ...] = tuple(
     value for name, value in sorted(globals().items()) if name.startswith("MSG_") and isinstance(value, str)
 )

@@ -112,3 +112,17 @@ def test_expired_interrupts():
     assert later.expired_resume
     turn = admit(state(pending=old), request(), owner="me", now=NOW, lease_free=True, make_id=ids())
     assert turn.expired_task_id == "task-1" and turn.state.execution.pending == {}
+
+
+def test_one_expired_interrupt_expires_the_execution_for_a_new_turn_too():
+    # The same rule as the expiry timer and the resume path: a task cannot be resumed in part, so the
+    # first expired interrupt ends every pending one and the thread is free for a new turn.
+    two = dict(pending(expires="2020-01-01T00:00:00.000Z"))
+    two["p-2"] = PendingInterrupt(value={"inputId": "p-2", "kind": "permission"}, expires_at="2030-01-01T00:00:00.000Z")
+    turn = admit(state(pending=two), request(), owner="me", now=NOW, lease_free=True, make_id=ids())
+    assert turn.expired_task_id == "task-1" and "exec-1" in turn.state.terminal_execution_ids
+    assert turn.state.execution.execution_id == "exec-new-0" and turn.state.execution.pending == {}
+    unexpired = dict(two)
+    del unexpired["p-1"]
+    assert code_of(lambda: admit(state(pending=unexpired), request(), owner="me", now=NOW,
+                                 lease_free=True))[0] == "RESUME_REQUIRED"

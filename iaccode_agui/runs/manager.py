@@ -6,7 +6,6 @@ admit a run on one thread.  It also keeps each run's channel for a while after t
 client can re-attach and read the tail it missed.
 """
 import collections
-import json
 import logging
 import os
 import socket
@@ -17,19 +16,21 @@ from typing import Callable, Deque, Dict, Optional, Tuple
 
 from iaccode_agui import errors
 from iaccode_agui.a2a import dialect
-from iaccode_agui.a2a.client import A2AClient, A2AError, A2ARpcError
+from iaccode_agui.a2a.agent_kind import UpstreamKind
+from iaccode_agui.a2a.client import A2AClient, A2AError
 from iaccode_agui.config import Settings
 from iaccode_agui.errors import AguiError
 from iaccode_agui.inputs import RunRequest
 from iaccode_agui.metrics import Metrics
 from iaccode_agui.projection.run import RunContext, RunProjector, pipeline_mode
 from iaccode_agui.runs import admission as admission_rules
+from iaccode_agui.runs.cancel import CANCELLED, cancel_execution
 from iaccode_agui.runs.channel import RunChannel, Subscription
 from iaccode_agui.runs.expiry import ExpiryScheduler
 from iaccode_agui.runs.recorder import StateRecorder
 from iaccode_agui.runs.worker import RunWorker, drive_new_turn
 from iaccode_agui.state.model import ThreadState
-from iaccode_agui.state.store import RunLease, StateUnavailable, StateWriteFailed, ThreadStore
+from iaccode_agui.state.store import RunLease, StateUnavailable, ThreadStore
 
 log = logging.getLogger("iaccode_agui.runs")
 
@@ -101,7 +102,7 @@ class RunManager:
         self._active: Dict[Tuple[str, str], LiveRun] = {}
         self._reserved = 0
         self.draining = False
-        self._generic: Optional[bool] = None
+        self.kind = UpstreamKind(settings.upstream_kind, client)
         self._idle = threading.Condition(self._lock)
         self.expiry = ExpiryScheduler(store, client, clock)
 
@@ -130,18 +131,7 @@ class RunManager:
 
     def upstream_is_generic(self) -> bool:
         """A plain A2A 1.0 agent (not iac-code): decided once from its agent card's extension URIs."""
-        kind = self.settings.upstream_kind
-        if kind != "auto":
-            return kind == "generic"
-        if self._generic is None:
-            try:
-                card = self.client.agent_card()
-            except A2AError as exc:
-                log.info("agent card unavailable (%s); assuming the iac-code dialect", exc)
-                return False
-            self._generic = "urn:iac-code:" not in json.dumps(card)
-            log.info("upstream agent is %s", "a generic A2A agent" if self._generic else "iac-code")
-        return self._generic
+        return self.kind.is_generic()
 
     # ---- start / attach -----------------------------------------------------------------------
     def start(self, req: RunRequest, language: str, last_event_id: Optional[int] = None) -> Tuple[LiveRun, Subscription]:
@@ -161,18 +151,41 @@ class RunManager:
         finally:
             with self._lock:
                 self._reserved -= 1
-        channel = run.channel
+        try:
+            worker, sub = self._prepare(run, req, admitted, language)
+            worker.start()
+        except BaseException:
+            self._abandon(run)
+            raise
+        self.metrics.inc("agui_runs_started_total")
+        return run, sub
+
+    def _prepare(self, run: "LiveRun", req: RunRequest, admitted: admission_rules.Admission,
+                 language: str) -> Tuple[RunWorker, Subscription]:
         ctx = self._context(req, admitted.state, language)
         projector = RunProjector(ctx, clock=self.clock)
         recorder = StateRecorder(self.store, req.thread_id, ctx.execution_id, req.run_id)
-        driver = self._driver(req, admitted, ctx)
-        worker = RunWorker(client=self.client, projector=projector, channel=channel, recorder=recorder,
-                           driver=driver, on_end=lambda w: self._ended(run), on_release=lambda: self._released(run))
+        worker = RunWorker(client=self.client, projector=projector, channel=run.channel, recorder=recorder,
+                           driver=self._driver(req, admitted, ctx), on_end=lambda w: self._ended(run),
+                           on_release=lambda: self._released(run))
         run.worker = worker
-        sub = channel.attach()
-        self.metrics.inc("agui_runs_started_total")
-        worker.start()
-        return run, sub
+        return worker, run.channel.attach()
+
+    def _abandon(self, run: "LiveRun") -> None:
+        """The run was admitted but could not start: give back its claim, lease, slot and live entry."""
+        log.error("run %s on thread %s could not start; its admission is rolled back", run.run_id, run.thread_id)
+        StateRecorder(self.store, run.thread_id, run.execution_id, run.run_id).abandon()
+        run.worker = None
+        self._released(run)
+        with self._idle:
+            self._forget(run)
+            self._idle.notify_all()
+        run.channel.close()
+
+    def _forget(self, run: "LiveRun") -> None:
+        self._live.pop(run.key, None)
+        if self._by_execution.get(run.execution_id) is run:
+            del self._by_execution[run.execution_id]
 
     def _reattach(self, req: RunRequest, last_event_id: int) -> Optional[Tuple[LiveRun, Subscription]]:
         with self._lock:
@@ -292,68 +305,34 @@ class RunManager:
         run.ended_at = time.monotonic()
         self.metrics.inc("agui_events_sent_total", run.channel.events_published)
         if worker is not None:
-            if worker.outcome == "error":
-                self.metrics.inc("agui_runs_errored_total", code=worker.error_code or "UNKNOWN")
-                if worker.error_code in ("A2A_UNAVAILABLE", "A2A_PROTOCOL_ERROR", "A2A_EXECUTION_FAILED",
-                                         "SESSION_BACKUP_NOT_READY"):
-                    self.metrics.inc("agui_upstream_errors_total", code=worker.error_code)
-            else:
-                self.metrics.inc("agui_runs_finished_total", outcome=worker.outcome or "unknown")
-        if worker is not None:
+            self._count_end(worker)
             worker.release_resources()
         with self._idle:
-            self._live.pop(run.key, None)
-            if self._by_execution.get(run.execution_id) is run:
-                del self._by_execution[run.execution_id]
+            self._forget(run)
             self._finished.append(run)
             while self._finished and (len(self._finished) > FINISHED_KEEP or
                                       time.monotonic() - (self._finished[0].ended_at or 0) > FINISHED_TTL):
                 self._finished.popleft()
             self._idle.notify_all()
 
+    def _count_end(self, worker: RunWorker) -> None:
+        if worker.outcome == "error":
+            code = worker.error_code or "UNKNOWN"
+            self.metrics.inc("agui_runs_errored_total", code=code)
+            if code in errors.UPSTREAM_CODES:
+                self.metrics.inc("agui_upstream_errors_total", code=code)
+        else:
+            self.metrics.inc("agui_runs_finished_total", outcome=str(worker.outcome or "unknown"))
+
     # ---- cancel extension ---------------------------------------------------------------------
     def cancel(self, execution_id: str, thread_id: str, ros_invocation_id: str) -> Dict[str, str]:
-        try:
-            state = self.store.load(thread_id)
-        except StateUnavailable:
-            raise AguiError("STATE_UNAVAILABLE")
-        if state is None:
-            raise AguiError("EXECUTION_NOT_FOUND")
-        execution = state.execution
-        if execution.execution_id != execution_id:
-            if execution_id in state.terminal_execution_ids:
-                return {"executionId": execution_id, "status": "already_terminal"}
-            raise AguiError("EXECUTION_NOT_FOUND")
-        if execution.ros_invocation_id != ros_invocation_id:
-            raise AguiError("EXECUTION_NOT_FOUND")
-        if execution_id in state.terminal_execution_ids:
-            return {"executionId": execution_id, "status": "already_terminal"}
+        status = cancel_execution(self.store, self.client, self._live_worker, execution_id, thread_id,
+                                  ros_invocation_id)
+        if status == CANCELLED:
+            self.metrics.inc("agui_cancellations_total")
+        return {"executionId": execution_id, "status": status}
+
+    def _live_worker(self, execution_id: str) -> Optional[RunWorker]:
         with self._lock:
             live = self._by_execution.get(execution_id)
-        if live is not None and live.worker is not None:
-            live.worker.note_cancelled()
-        if execution.task_id:
-            try:
-                self.client.cancel_task(execution.task_id)
-            except A2ARpcError as exc:
-                if exc.code != -32002:   # not cancelable = already terminal upstream; still end it here
-                    raise AguiError("A2A_UNAVAILABLE")
-            except A2AError:
-                raise AguiError("A2A_UNAVAILABLE")
-        elif live is None or live.worker is None:
-            return {"executionId": execution_id, "status": "already_terminal"}
-        elif live.worker is not None:
-            live.worker.request_cancel()
-        try:
-            with self.store.transaction(thread_id) as txn:
-                current = txn.state
-                if current is not None and current.execution.execution_id == execution_id:
-                    draft = current.copy()
-                    draft.execution.pending.clear()
-                    draft.mark_terminal(execution_id)
-                    txn.save(draft)
-        except (StateUnavailable, StateWriteFailed) as exc:
-            log.error("cancel of execution %s could not be persisted: %s", execution_id, exc)
-            raise AguiError("STATE_UNAVAILABLE")
-        self.metrics.inc("agui_cancellations_total")
-        return {"executionId": execution_id, "status": "cancelled"}
+        return live.worker if live is not None else None

@@ -93,6 +93,19 @@ class StateRecorder:
             return True
         self._update(change)
 
+    def abandon(self) -> None:
+        """The run never started: drop its claim and its run id, so the same request can be sent again."""
+        def change(state: ThreadState) -> bool:
+            if state.active_run is None or state.active_run.run_id != self.run_id:
+                return False
+            state.active_run = None
+            state.run_digests.pop(self.run_id, None)
+            return True
+        try:
+            self._update(change, require_current=False)
+        except StateWriteFailed as exc:
+            log.warning("could not roll back run %s on thread %s: %s", self.run_id, self.thread_id, exc)
+
     def release(self, *, terminal: bool, clear_pending: bool = False) -> None:
         """End of the run (best-effort): free the thread and, unless interrupted, end the execution."""
         def change(state: ThreadState) -> bool:
