@@ -27,17 +27,7 @@ def validate_message(params: Dict[str, Any]) -> Dict[str, Any]:
     if message.get("role") != "ROLE_USER":
         raise wire.RpcError(wire.INVALID_PARAMS, "message.role: Field is required.",
                             [("message.role", "Field is required.")])
-    parts = message.get("parts")
-    if not isinstance(parts, list) or not parts:
-        raise _violation("message.parts", "Field must contain at least one element.")
-    for index, part in enumerate(parts):
-        if not isinstance(part, dict):
-            raise _violation("message.parts[%d]" % index, "Must be an object.")
-        if sum(1 for name in _CONTENT_FIELDS if name in part) > 1:
-            raise wire.RpcError(wire.INVALID_PARAMS, 'Part should not have multiple "content" oneof fields',
-                                [("message.parts[%d]" % index, "Only one content field is allowed.")])
-        if "text" in part and not isinstance(part["text"], str):
-            raise _violation("message.parts[%d].text" % index, "Must be a string.")
+    _validate_parts(message.get("parts"))
     for name in ("taskId", "contextId"):
         if name in message and message[name] is not None and not isinstance(message[name], str):
             raise _violation("message." + name, "Must be a string.")
@@ -48,6 +38,19 @@ def validate_message(params: Dict[str, Any]) -> Dict[str, Any]:
             and not isinstance(metadata.get("iac_code"), dict):
         raise _violation("message.metadata.iac_code", "Must be an object.")
     return message
+
+
+def _validate_parts(parts: Any) -> None:
+    if not isinstance(parts, list) or not parts:
+        raise _violation("message.parts", "Field must contain at least one element.")
+    for index, part in enumerate(parts):
+        if not isinstance(part, dict):
+            raise _violation("message.parts[%d]" % index, "Must be an object.")
+        if sum(1 for name in _CONTENT_FIELDS if name in part) > 1:
+            raise wire.RpcError(wire.INVALID_PARAMS, 'Part should not have multiple "content" oneof fields',
+                                [("message.parts[%d]" % index, "Only one content field is allowed.")])
+        if "text" in part and not isinstance(part["text"], str):
+            raise _violation("message.parts[%d].text" % index, "Must be a string.")
 
 
 def iac_metadata(message: Dict[str, Any]) -> Dict[str, Any]:

@@ -188,6 +188,23 @@ def pipeline_state(turn_state: Dict[str, Any], after_sequence: int) -> Optional[
     return {"snapshot": snapshot, "events": events}
 
 
+def _fold_progress(kind: str, data: Dict[str, Any], step_id: Any, candidate_id: Any, display: Dict[str, Any],
+                   by_step: Dict[str, Dict[str, Any]], candidates: Dict[str, Dict[str, Any]]) -> None:
+    """The steps and candidates part of ``_fold``."""
+    if kind == "step_started" and step_id in by_step:
+        by_step[step_id]["status"] = "running"
+        display["currentStep"] = step_id
+    elif kind in ("step_completed", "step_failed") and step_id in by_step:
+        by_step[step_id]["status"] = "completed" if kind == "step_completed" else "failed"
+    elif kind == "candidate_started":
+        candidates[candidate_id] = {"id": candidate_id, "name": data.get("name"), "status": "running"}
+        display["candidates"].append(candidates[candidate_id])
+    elif kind == "candidate_completed" and candidate_id in candidates:
+        candidates[candidate_id].update(status="completed", totalMonthlyCost=data.get("totalMonthlyCost"))
+    elif kind == "candidate_selected":
+        display["selectedCandidate"] = data.get("candidateId")
+
+
 def _fold(log: List[Envelope], steps: List[str]) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
     """What a UI would show now (status, steps, candidates, pending input), and every input asked so far."""
     display: Dict[str, Any] = {"status": "running", "currentStep": None,
@@ -200,18 +217,8 @@ def _fold(log: List[Envelope], steps: List[str]) -> Tuple[Dict[str, Any], List[D
         kind, data = envelope["eventType"], envelope["data"]
         step_id = (envelope.get("step") or {}).get("id")
         candidate_id = (envelope.get("candidate") or {}).get("id")
-        if kind == "step_started" and step_id in by_step:
-            by_step[step_id]["status"] = "running"
-            display["currentStep"] = step_id
-        elif kind in ("step_completed", "step_failed") and step_id in by_step:
-            by_step[step_id]["status"] = "completed" if kind == "step_completed" else "failed"
-        elif kind == "candidate_started":
-            candidates[candidate_id] = {"id": candidate_id, "name": data.get("name"), "status": "running"}
-            display["candidates"].append(candidates[candidate_id])
-        elif kind == "candidate_completed" and candidate_id in candidates:
-            candidates[candidate_id].update(status="completed", totalMonthlyCost=data.get("totalMonthlyCost"))
-        elif kind == "candidate_selected":
-            display["selectedCandidate"] = data.get("candidateId")
+        if kind.startswith(("step_", "candidate_")):
+            _fold_progress(kind, data, step_id, candidate_id, display, by_step, candidates)
         elif kind == "input_required":
             display["pendingInput"] = {"kind": data.get("kind"), "inputId": data.get("inputId")}
             display["status"] = "waiting_input"
