@@ -19,7 +19,8 @@ from iaccode_agui import errors, i18n, inputs
 from iaccode_agui.a2a.client import A2AClient
 from iaccode_agui.config import Settings
 from iaccode_agui.errors import AguiError
-from iaccode_agui.metrics import Metrics
+from iaccode_agui.metrics import Level, Metrics
+from iaccode_agui.projection.events import PROTOCOL_VERSION
 from iaccode_agui.runs.manager import RunManager
 from iaccode_agui.runs.stream import SSEBody, client_disconnect_probe
 from iaccode_agui.state.store import ThreadStore
@@ -29,7 +30,6 @@ access_log = logging.getLogger("iaccode_agui.access")
 
 SSE_HEADERS = [("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-cache"),
                ("X-Accel-Buffering", "no")]
-AGUI_PROTOCOL_VERSION = "1.0"
 
 StartResponse = Callable[..., Any]
 
@@ -52,9 +52,9 @@ class AguiApp:
                                           pool_size=max(64, settings.max_active_runs or 0))
         self.store = store or ThreadStore(settings.state_dir)
         self.manager = RunManager(settings, self.store, self.client, self.metrics)
-        self.open_streams = 0
+        self._streams = Level()
         self.metrics.add_gauge("agui_active_runs", self.manager.active_count)
-        self.metrics.add_gauge("agui_open_streams", lambda: self.open_streams)
+        self.metrics.add_gauge("agui_open_streams", lambda: self._streams.value)
         self.url_map = Map([
             Rule("/health", endpoint="health", methods=["GET"]),
             Rule("/", endpoint="run", methods=["POST"]),
@@ -63,13 +63,14 @@ class AguiApp:
         ], strict_slashes=False, merge_slashes=False)
 
     # ---- WSGI entry -------------------------------------------------------------------------
-    def close(self, timeout: float = 10.0) -> None:
-        """Stop for an embedder: refuse new runs, let active ones finish up to ``timeout``, then cancel."""
-        self.manager.draining = True
-        if not self.manager.wait_idle(timeout):
-            self.manager.cancel_all()
-            self.manager.wait_idle(5.0)
-        self.manager.expiry.stop()
+    @property
+    def open_streams(self) -> int:
+        return self._streams.value
+
+    def close(self, timeout: float = 10.0, cancel_wait: float = 5.0) -> None:
+        """The one stop sequence (embedder, CLI, test harness): refuse new runs, let active ones finish
+        up to ``timeout``, cancel the rest and wait ``cancel_wait`` for them, then let go of the upstream."""
+        self.manager.shutdown(timeout, cancel_wait)
         self.client.close()
 
     def __call__(self, environ: Dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -166,7 +167,7 @@ class AguiApp:
     # ---- endpoints ----------------------------------------------------------------------------
     def on_health(self, request: Request, info: Dict[str, Any]) -> Response:
         return self._json({"status": "draining" if self.manager.draining else "ok", "protocol": "ag-ui",
-                           "protocolVersion": AGUI_PROTOCOL_VERSION, "executionKernel": "a2a-1.0",
+                           "protocolVersion": PROTOCOL_VERSION, "executionKernel": "a2a-1.0",
                            "serverVersion": self.settings.server_version})
 
     def on_metrics(self, request: Request, info: Dict[str, Any]) -> Response:
@@ -190,10 +191,10 @@ class AguiApp:
         last_event_id = _last_event_id(request)
         run, sub = self.manager.start(run_request, language, last_event_id)
         started = time.monotonic()
-        self.open_streams += 1
+        self._streams.add(1)
 
         def on_close(finished: bool) -> None:
-            self.open_streams -= 1
+            self._streams.add(-1)
             worker = run.worker
             info["outcome"] = worker.outcome if worker is not None and worker.finished else "disconnected"
             info["code"] = worker.error_code if worker is not None else None

@@ -175,14 +175,8 @@ def serve(settings: Settings, host: str, port: int, args: argparse.Namespace, up
             log.error("the HTTP server loop stopped unexpectedly")
             return 1
     log.info("stopping (%s): draining %d active run(s)", reason[0] if reason else "stop", app.manager.active_count())
-    app.manager.draining = True
-    if not app.manager.wait_idle(args.drain_timeout):
-        log.warning("drain timeout: cancelling %d run(s)", app.manager.active_count())
-        app.manager.cancel_all()
-        app.manager.wait_idle(10.0)
+    app.close(args.drain_timeout, cancel_wait=10.0)
     server.stop()
-    app.manager.expiry.stop()
-    app.client.close()
     print("iaccode_agui stopped", flush=True)
     return 0
 

@@ -1,7 +1,7 @@
 """Turn a raw POST body into a validated run (or cancel) request, entirely before SSE starts.
 
 Every rejection is ``AguiError("INVALID_INPUT", <specific message>)`` so a client learns what to fix and a
-rejected request never consumes its ``runId`` (README decision 2).  Structural rules live in the JSON
+rejected request never consumes its ``runId`` (the client fixes the body and retries with the same id).  Structural rules live in the JSON
 Schema documents under ``schemas/``; what needs a specific message or touches the file system (user
 content, images, the workspace path) is checked here in Python.  Schema error text is never exposed
 because it can echo secrets; only the JSON pointer of the failure travels, as ``detail_path``.
@@ -18,6 +18,7 @@ import jsonschema
 from jsonschema.exceptions import best_match
 
 from iaccode_agui import errors
+from iaccode_agui.canonical import canonical_json
 from iaccode_agui.errors import AguiError
 from iaccode_agui.i18n import negotiate, normalize_tag
 
@@ -135,8 +136,7 @@ def canonical_digest(value: Any) -> str:
 
     ``surrogatepass`` keeps a lone surrogate (legal in JSON escapes) from crashing the hash.
     """
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return hashlib.sha256(canonical_json(value).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def request_language(body: Any, accept_language: Optional[str], fallback: str) -> str:

@@ -25,6 +25,22 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
+class Level:
+    """A count that goes up and down from many threads (open responses): ``+=`` on an int is not atomic."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._value = 0
+
+    def add(self, amount: int) -> None:
+        with self._lock:
+            self._value += amount
+
+    @property
+    def value(self) -> int:
+        return self._value
+
+
 class Metrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()

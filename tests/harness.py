@@ -33,11 +33,8 @@ class Adapter:
         self.session = requests.Session()
 
     def stop(self) -> None:
-        self.app.manager.cancel_all()
-        self.app.manager.wait_idle(5)
+        self.app.close(0, cancel_wait=5.0)
         self.server.stop()
-        self.app.client.close()
-        self.app.manager.expiry.stop()
 
     # ---- requests -------------------------------------------------------------------------------
     def body(self, text: Optional[str] = "hello", *, thread: str = "thread-1", run: Optional[str] = None,

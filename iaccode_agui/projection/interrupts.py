@@ -228,7 +228,7 @@ def response_schema(value: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 
 
 def _language_for(value: Dict[str, Any], language: str) -> str:
-    """The input's own language wins (item 37): it is the language the runtime wrote the prompt in."""
+    """The input's own language wins: it is the language the runtime wrote the prompt in."""
     from iaccode_agui.i18n import normalize_tag
 
     own = value.get("language")

@@ -96,7 +96,6 @@ class RunChannel:
         self._subscriber: Optional[Subscription] = None
         self.closed = False
         self.events_published = 0
-        self.last_event_type: Optional[str] = None
 
     @property
     def attached(self) -> bool:
@@ -111,7 +110,6 @@ class RunChannel:
             frame = encode_agui_event(event, seq)
             self._frames.append((seq, frame))
             self.events_published += 1
-            self.last_event_type = event.get("type")
             sub = self._subscriber
         if sub is not None:
             self._deliver(sub, frame)

@@ -122,6 +122,15 @@ class RunManager:
                 self._idle.wait(remaining)
         return True
 
+    def shutdown(self, drain_timeout: float, cancel_wait: float) -> None:
+        """Refuse new runs, let active ones end within ``drain_timeout``, cancel the rest, stop the timer."""
+        self.draining = True
+        if not self.wait_idle(drain_timeout):
+            log.warning("drain timeout: cancelling %d run(s)", self.active_count())
+            self.cancel_all()
+            self.wait_idle(cancel_wait)
+        self.expiry.stop()
+
     def cancel_all(self) -> None:
         with self._lock:
             runs = list(self._live.values())
