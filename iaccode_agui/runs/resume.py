@@ -175,31 +175,29 @@ class _Shell:
 
     # ---- state ------------------------------------------------------------------------------
     def _in_flight(self, command: cmd.RecordInFlight) -> bool:
-        try:
-            self.recorder.mark_in_flight(command.interrupt_id, command.digest)
-        except StateWriteFailed as exc:
-            log.error("in-flight record of answer %s not saved: %s", command.interrupt_id, exc)
-            return False
-        return True
+        return _written("in-flight record of answer %s" % command.interrupt_id,
+                        lambda: self.recorder.mark_in_flight(command.interrupt_id, command.digest))
 
     def _answer(self, command: cmd.RecordAnswer) -> bool:
-        try:
-            self.recorder.commit_answer(command.interrupt_id, command.digest)
-        except StateWriteFailed as exc:
-            log.error("could not record the answer %s the runtime took: %s", command.interrupt_id, exc)
-            return False
-        return True
+        return _written("the answer %s the runtime took" % command.interrupt_id,
+                        lambda: self.recorder.commit_answer(command.interrupt_id, command.digest))
 
     def _interrupts(self, command: cmd.RecordInterrupts) -> bool:
-        try:
-            self.recorder.commit_interrupts(command.pending, command.text_digests)
-        except StateWriteFailed as exc:
-            log.warning("could not persist newly discovered interrupts: %s", exc)
-            return False
-        return True
+        return _written("newly discovered interrupts",
+                        lambda: self.recorder.commit_interrupts(command.pending, command.text_digests))
 
     def _release(self, command: cmd.ReleaseExecution) -> None:
         self.recorder.release(terminal=True, clear_pending=True)
 
     def _emit(self, command: cmd.Emit) -> None:
         self.worker.apply(command.outputs)
+
+
+def _written(what: str, write: Callable[[], None]) -> bool:
+    """Whether a state write went through; the machine decides what a failed one means."""
+    try:
+        write()
+    except StateWriteFailed as exc:
+        log.error("%s not saved: %s", what, exc)
+        return False
+    return True
