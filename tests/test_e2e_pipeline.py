@@ -12,7 +12,8 @@ from tests.harness import interrupt_of, session_of
 
 KW = dict(runMode="pipeline", pipelineName="selling")
 PIPELINE_EVENT = "iac-code.pipeline.v1"
-# behaviour.md group L, written out here rather than imported, so the test cannot agree with a wrong list.
+# The documented pipeline event names, written out here rather than imported, so the test cannot agree with
+# a wrong list.
 ALLOWLIST = frozenset("""
     pipeline_started pipeline_resumed pipeline_completed pipeline_error pipeline_warning backup_blocked
     candidate_started candidate_completed candidate_failed candidate_interrupted candidate_restart_requested

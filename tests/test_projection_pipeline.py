@@ -1,4 +1,4 @@
-"""The pipeline-mode mapper, driven with envelopes shaped like the runtime's (a2a-dialect §2.8, §1.10)."""
+"""The pipeline-mode mapper, driven with envelopes shaped like the runtime's pipeline events and batches."""
 import copy
 from typing import Any, Dict, List, Optional
 
@@ -464,7 +464,7 @@ def test_session_ids_are_collected_for_the_identity_check() -> None:
     assert m.session_ids == [SESSION, "other-session"]
 
 
-# ---- whole runs like the reference capture (reference-output §3.3) ------------------------------------------
+# ---- whole runs like the reference implementation's captured output -------------------------------
 def test_two_runs_across_an_interrupt_stay_balanced() -> None:
     m1 = mapper()
     run1 = live(m1,

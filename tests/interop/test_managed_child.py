@@ -1,4 +1,5 @@
-"""Decision 5: without --a2a-url, an installed `iac-code` is started as a managed child and stopped on exit."""
+"""Without --a2a-url, an installed `iac-code` is started as a managed child (one command runs everything)
+and stopped on exit."""
 import os
 import re
 import signal
