@@ -50,7 +50,8 @@ def allow(*ids: str) -> List[Dict[str, Any]]:
 
 
 def make(pending: Dict[str, PendingInterrupt], entries: List[Dict[str, Any]], *,
-         applied: Optional[Dict[str, str]] = None, task_id: Optional[str] = TASK, expired: Tuple[str, ...] = (), pipeline: bool = False) -> ResumeMachine:
+         applied: Optional[Dict[str, str]] = None, task_id: Optional[str] = TASK, expired: Tuple[str, ...] = (),
+         pipeline: bool = False) -> ResumeMachine:
     ctx = RunContext(thread_id=THREAD, run_id="run-2", execution_id="exec-1", context_id=CTX,
                      ros_invocation_id="inv-1", task_id=task_id, session_id="session-m", pending=pending,
                      resume=True, pipeline_mode=pipeline)
