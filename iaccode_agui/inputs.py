@@ -3,8 +3,9 @@
 Every rejection is ``AguiError("INVALID_INPUT", <specific message>)`` so a client learns what to fix, and a
 rejected request never consumes its ``runId``: the client fixes the body and retries with the same id.
 Structural rules live in the JSON Schema documents under ``schemas/``; what needs a specific message or
-touches the file system (user content, images, the workspace path) is checked here in Python.  Schema error text is never exposed
-because it can echo secrets; only the JSON pointer of the failure travels, as ``detail_path``.
+touches the file system (user content, images, the workspace path) is checked here in Python.  Schema
+error text is never exposed because it can echo secrets; only the JSON pointer of the failure travels, as
+``detail_path``.
 """
 import base64
 import binascii
