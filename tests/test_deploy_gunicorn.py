@@ -4,10 +4,8 @@ The scripted runtime runs as its own process (``python -m iaccode_agui.demo``), 
 Each test holds one pinned connection per worker (the test config logs which worker pid served a probe
 request), so "on the other worker" is a fact checked per request, not a hope about load balancing.
 """
+import json
 import os
-import re
-import subprocess
-import sys
 import time
 import uuid
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -108,7 +106,6 @@ def _run(conn: Any, body: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 
 def _error(response: Any) -> Tuple[int, str]:
-    import json
     return response.status, json.loads(response.read())["error"]["code"]
 
 

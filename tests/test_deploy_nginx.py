@@ -4,7 +4,6 @@ Each "host" is an adapter process (``python -m iaccode_agui``) with its own scri
 own state dir, on its own loopback port, as two machines behind one load balancer would be.  nginx hashes
 ``X-AgentCore-Session-ID``; which host served a thread is read from the hosts' state dirs.
 """
-import json
 import os
 import time
 import uuid
