@@ -59,6 +59,8 @@ class AguiApp:
             Rule("/health", endpoint="health", methods=["GET"]),
             Rule("/", endpoint="run", methods=["POST"]),
             Rule("/extensions/iac-code/v1/executions/<execution_id>/cancel", endpoint="cancel", methods=["POST"]),
+            Rule("/extensions/iac-code/v1/executions/<execution_id>/subscribe", endpoint="subscribe",
+                 methods=["POST"]),
             Rule("/metrics", endpoint="metrics", methods=["GET"]),
         ], strict_slashes=False, merge_slashes=False)
 
@@ -181,6 +183,18 @@ class AguiApp:
         info["thread"] = thread_id
         return self._json(self.manager.cancel(execution_id, thread_id, ros_invocation_id))
 
+    def on_subscribe(self, request: Request, info: Dict[str, Any], execution_id: str) -> Any:
+        """A read-only observer of a live or recently finished run, served from its log."""
+        body = self._read_json(request, min(self.settings.max_request_bytes, self.settings.max_cancel_bytes))
+        language = inputs.request_language(body, request.headers.get("Accept-Language"),
+                                           self.settings.default_language)
+        info["language"] = language
+        ask = inputs.parse_subscribe_request(body)
+        info["thread"], info["run"] = ask.thread_id, ask.run_id
+        run, sub = self.manager.log_attach.observe(execution_id, ask.thread_id, ask.run_id, ask.ros_invocation_id,
+                                                   ask.after_sequence, language)
+        return self._stream(request, info, run, sub, route="subscribe")
+
     def on_run(self, request: Request, info: Dict[str, Any]) -> Any:
         body = self._read_json(request, self.settings.max_request_bytes)
         language = inputs.request_language(body, request.headers.get("Accept-Language"),
@@ -190,6 +204,9 @@ class AguiApp:
         info["thread"], info["run"] = run_request.thread_id, run_request.run_id
         last_event_id = _last_event_id(request)
         run, sub = self.manager.start(run_request, language, last_event_id)
+        return self._stream(request, info, run, sub, route="run")
+
+    def _stream(self, request: Request, info: Dict[str, Any], run: Any, sub: Any, route: str) -> SSEBody:
         started = time.monotonic()
         self._streams.add(1)
 
@@ -201,7 +218,7 @@ class AguiApp:
             self._access(request, 200, started, info)
             run.client_closed(finished)
 
-        self.metrics.inc("agui_http_requests_total", route="run", status="200")
+        self.metrics.inc("agui_http_requests_total", route=route, status="200")
         sub.gone = client_disconnect_probe(request.environ)
         return SSEBody(sub, heartbeat=self.settings.heartbeat_interval, poll=self.settings.disconnect_poll,
                        client_gone=sub.gone, on_close=on_close,

@@ -14,7 +14,8 @@ import time
 from typing import Any, List, Mapping, Optional, Sequence
 
 from iaccode_agui import __version__, i18n
-from iaccode_agui.config import (DEFAULT_HEARTBEAT, DEFAULT_HOST, DEFAULT_INTERRUPT_TTL, DEFAULT_PORT, ConfigError,
+from iaccode_agui.config import (DEFAULT_HEARTBEAT, DEFAULT_HOST, DEFAULT_INTERRUPT_TTL, DEFAULT_PORT,
+                                 DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL, ConfigError,
                                  Settings, default_allowed_cwds, default_state_dir, normalize_a2a_url)
 
 log = logging.getLogger("iaccode_agui")
@@ -29,6 +30,9 @@ ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_INTERRUPT_TTL   --interrupt-ttl
   IAC_CODE_AGUI_ALLOWED_CWDS    allowed workspace roots, separated by '%s'
                                 (else IACCODE_A2A_ALLOWED_CWDS, else the current and temp directories)
+  IAC_CODE_AGUI_RUN_LOG_TTL     --run-log-ttl
+  IAC_CODE_AGUI_RUN_LOG_MAX_MB  --run-log-max-mb
+  IAC_CODE_AGUI_REPLAY_MEMORY_MB --replay-memory-mb
   IAC_CODE_CONFIG_DIR           config directory (default ~/.iac-code; state goes to <dir>/agui)
 """ % os.pathsep
 
@@ -77,10 +81,33 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a disconnected run keeps going while waiting for a re-attach (default 0 = cancel at once)")
     add("--drain-timeout", type=_positive_float, default=30.0,
         help="seconds active runs may take to finish on SIGTERM before they are cancelled (default 30)")
+    add("--run-log-ttl", type=_positive_float,
+        help="seconds a finished run's event log stays on disk for re-attach (default %.0f)" % DEFAULT_RUN_LOG_TTL)
+    add("--run-log-max-mb", type=_positive_float,
+        help="total MB of run event logs; the oldest finished ones go first (default %.0f; 0 = no log)"
+             % DEFAULT_RUN_LOG_MAX_MB)
+    add("--replay-memory-mb", type=_positive_float,
+        help="MB of replay frames kept in memory across all runs (default %.0f)" % DEFAULT_REPLAY_MEMORY_MB)
     add("--debug", action="store_true", help="debug logging")
     add("--log-stdout", action="store_true", help="log to stdout instead of stderr")
     add("--version", action="version", version="iaccode_agui %s" % __version__)
     return parser
+
+
+def _env_or_flag(value: Optional[float], env: Mapping[str, str], name: str, default: float) -> float:
+    """A non-negative number from the flag, else the environment variable ``name``, else ``default``."""
+    if value is not None:
+        return value
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        number = float(raw)
+    except ValueError:
+        raise ConfigError("%s must be a number, not %r" % (name, raw))
+    if not number >= 0:
+        raise ConfigError("%s must be >= 0" % name)
+    return number
 
 
 def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str, a2a_token: Optional[str]) -> Settings:
@@ -105,7 +132,11 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str
         state_dir=state_dir, allowed_cwds=default_allowed_cwds(env), interrupt_ttl=ttl,
         heartbeat_interval=args.heartbeat_interval, upstream_idle_timeout=args.upstream_idle_timeout,
         max_active_runs=max_runs, reconnect_grace=args.reconnect_grace, upstream_kind=args.upstream_kind,
-        default_language=i18n.process_locale_language(env))
+        default_language=i18n.process_locale_language(env),
+        run_log_ttl=_env_or_flag(args.run_log_ttl, env, "IAC_CODE_AGUI_RUN_LOG_TTL", DEFAULT_RUN_LOG_TTL),
+        run_log_max_mb=_env_or_flag(args.run_log_max_mb, env, "IAC_CODE_AGUI_RUN_LOG_MAX_MB", DEFAULT_RUN_LOG_MAX_MB),
+        replay_memory_mb=_env_or_flag(args.replay_memory_mb, env, "IAC_CODE_AGUI_REPLAY_MEMORY_MB",
+                                      DEFAULT_REPLAY_MEMORY_MB))
 
 
 def configure_logging(debug: bool, to_stdout: bool) -> None:

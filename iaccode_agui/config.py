@@ -17,6 +17,9 @@ DEFAULT_INTERRUPT_TTL = 540.0
 DEFAULT_HEARTBEAT = 15.0
 MAX_REQUEST_BYTES = 12 * 1024 * 1024
 MAX_CANCEL_BYTES = 64 * 1024
+DEFAULT_RUN_LOG_TTL = 600.0
+DEFAULT_RUN_LOG_MAX_MB = 256.0
+DEFAULT_REPLAY_MEMORY_MB = 64.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +43,9 @@ class Settings:
     default_language: str = "en"
     upstream_kind: str = "auto"          # "auto" (from the agent card) | "iac-code" | "generic"
     server_version: str = ""
+    run_log_ttl: float = DEFAULT_RUN_LOG_TTL          # seconds a finished run's log is kept
+    run_log_max_mb: float = DEFAULT_RUN_LOG_MAX_MB    # total size of all run logs; 0 disables the log
+    replay_memory_mb: float = DEFAULT_REPLAY_MEMORY_MB  # replay frames kept in memory, all runs together
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a2a_url", normalize_a2a_url(self.a2a_url))
@@ -54,6 +60,8 @@ class Settings:
             raise ValueError("interrupt TTL must be >= 0 (0 disables expiry)")
         if self.heartbeat_interval <= 0:
             raise ValueError("heartbeat interval must be > 0")
+        if self.run_log_ttl < 0 or self.run_log_max_mb < 0 or self.replay_memory_mb < 0:
+            raise ValueError("run log TTL, run log size and replay memory must be >= 0")
         if self.upstream_kind not in ("auto", "iac-code", "generic"):
             raise ValueError("upstream kind must be auto, iac-code or generic")
 

@@ -33,6 +33,8 @@ MSG_IMAGES_TOO_LARGE = "The images exceed the 10 MiB total limit."
 MSG_CANCEL_IDENTITY = "threadId and rosInvocationId are required."
 MSG_RESUME_INVALID = "The resume entries are invalid."
 MSG_LAST_EVENT_ID = "The Last-Event-ID header must be a non-negative event id."
+MSG_SUBSCRIBE_IDENTITY = ("threadId, runId and rosInvocationId are required; afterSequence must be a non-negative "
+                          "integer.")
 
 MSG_DUPLICATE_RUN_ID = "The AG-UI run id has already been used."
 MSG_THREAD_BUSY = "The AG-UI thread already has an active run."
@@ -49,6 +51,8 @@ MSG_RUN_ALREADY_TERMINAL = "The run has already ended and its events are no long
 MSG_RUNTIME_DRAINING = "The server is shutting down and does not accept new runs."
 MSG_RUNTIME_CAPACITY = "The server has reached its limit of active runs."
 MSG_WSGI_SERVER_UNSUPPORTED = "The WSGI server runs one request at a time per process; run the adapter on a threaded server."
+MSG_RUNTIME_MISMATCH = ("This thread belongs to another A2A runtime; every process sharing a state directory must "
+                        "use the same runtime.")
 
 MSG_INCOMPLETE_RESUME = "The resume must resolve every pending interrupt exactly once."
 MSG_DUPLICATE_RESUME_IDS = "The resume contains duplicate interrupt ids."
@@ -94,6 +98,7 @@ ERRORS: Dict[str, Tuple[int, str]] = {
     "RUNTIME_DRAINING": (503, MSG_RUNTIME_DRAINING),
     "RUNTIME_CAPACITY_EXCEEDED": (429, MSG_RUNTIME_CAPACITY),
     "WSGI_SERVER_UNSUPPORTED": (503, MSG_WSGI_SERVER_UNSUPPORTED),
+    "RUNTIME_MISMATCH": (503, MSG_RUNTIME_MISMATCH),
     # Reported as RUN_ERROR inside the SSE stream (the status is what they would be over plain HTTP).
     "INCOMPLETE_RESUME": (409, MSG_INCOMPLETE_RESUME),
     "UNKNOWN_INTERRUPT": (409, MSG_UNKNOWN_INTERRUPT),

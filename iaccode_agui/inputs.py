@@ -55,6 +55,7 @@ _ENVELOPE = _load_validator("run_agent_input.json")
 _RESUME = _load_validator("run_agent_input.json", "resume")
 _PROPS = _load_validator("iaccode_props.json")
 _CANCEL = _load_validator("cancel_request.json")
+_SUBSCRIBE = _load_validator("subscribe_request.json")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +162,24 @@ def parse_cancel_request(body: Any) -> Tuple[str, str]:
         raise _invalid(errors.MSG_INVALID_BODY)
     _check(_CANCEL, body, errors.MSG_CANCEL_IDENTITY)
     return body["threadId"], body["rosInvocationId"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SubscribeRequest:
+    thread_id: str
+    run_id: str
+    ros_invocation_id: str
+    after_sequence: Optional[int]
+
+
+def parse_subscribe_request(body: Any) -> SubscribeRequest:
+    """The observer's proof of identity (like cancel's, plus the run) and where to start."""
+    if not isinstance(body, dict):
+        raise _invalid(errors.MSG_INVALID_BODY)
+    _check(_SUBSCRIBE, body, errors.MSG_SUBSCRIBE_IDENTITY)
+    after = body.get("afterSequence")
+    return SubscribeRequest(body["threadId"], body["runId"], body["rosInvocationId"],
+                            None if after is None else int(after))
 
 
 def resolve_cwd(cwd: str, allowed_roots: Sequence[str]) -> str:

@@ -39,17 +39,30 @@ def test_reattach_replays_after_last_event_id(adapter_factory):
     assert conflict.status_code == 409 and conflict.json()["error"]["code"] == "RUN_ID_CONFLICT"
 
 
-def test_reattach_after_restart_is_terminal(adapter_factory, tmp_path):
+def test_reattach_after_restart_replays_from_the_run_log(adapter_factory, tmp_path):
     state_dir = str(tmp_path / "st")
     first = adapter_factory(state_dir=state_dir)
     body = first.body("hi", thread="rt")
-    first.run(body)
+    whole = first.post(body).content
     first.stop()
     second = adapter_factory(state_dir=state_dir)
     answer = second.post(body, headers={"Last-Event-ID": "3"})
-    assert answer.status_code == 409 and answer.json()["error"]["code"] == "RUN_ALREADY_TERMINAL"
+    assert answer.status_code == 200
+    _, ids, _ = parse_sse(answer.content)
+    assert ids[0] == 4 and answer.content == whole[whole.index(b"id: 4\n"):]
     bad = second.post(body, headers={"Last-Event-ID": "abc"})
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "INVALID_INPUT"
+
+
+def test_reattach_after_restart_without_a_run_log_is_terminal(adapter_factory, tmp_path):
+    state_dir = str(tmp_path / "st")
+    first = adapter_factory(state_dir=state_dir, run_log_max_mb=0)
+    body = first.body("hi", thread="rt")
+    first.run(body)
+    first.stop()
+    second = adapter_factory(state_dir=state_dir, run_log_max_mb=0)
+    answer = second.post(body, headers={"Last-Event-ID": "3"})
+    assert answer.status_code == 409 and answer.json()["error"]["code"] == "RUN_ALREADY_TERMINAL"
 
 
 def test_disconnect_within_grace_lets_the_run_finish(adapter_factory, demo):

@@ -1,20 +1,31 @@
 """The hand-off between a run worker and the SSE response that is attached to it.
 
-The worker publishes AG-UI events; each is encoded once (timestamp + per-run ``id:``), kept in a bounded
-replay buffer and put on the queue of the currently attached client.  The queue is bounded so a client
-that stops reading pushes back on the worker (and, through TCP, on the runtime) instead of growing memory.
-A client that re-attaches with ``Last-Event-ID`` gets the buffered frames after that id, then live ones.
+The worker publishes AG-UI events; each is encoded once (timestamp + per-run ``id:``), appended to the run's
+durable log (so the operating system has it before any client does), kept in a bounded in-memory replay
+buffer and put on the queue of the currently attached client.  The queue is bounded so a client that stops
+reading pushes back on the worker (and, through TCP, on the runtime) instead of growing memory.
+
+Replay is one operation, "everything after id N", whatever the spelling on the wire (``Last-Event-ID`` or
+an ``afterSequence`` field): frames still in memory are served from there, older ones from the run log.
 """
 import collections
 import json
+import logging
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Tuple
 
 from iaccode_agui.a2a.sse import encode_event
 from iaccode_agui.errors import AguiError
+from iaccode_agui.runs.framequeue import END, FrameQueue
+from iaccode_agui.runs.logformat import TERMINAL_TYPES
+from iaccode_agui.runs.logtail import LogReplay
+from iaccode_agui.runs.replaymem import ReplayBudget
+from iaccode_agui.runs.runlog import RunLogWriter
 
-END = object()   # sentinel put on a subscriber queue when the run has no more events
+__all__ = ["END", "FrameQueue", "RunChannel", "Subscription", "encode_agui_event"]
+
+log = logging.getLogger("iaccode_agui.runs")
 
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode   # one encoder, not one per event
 
@@ -25,72 +36,33 @@ def encode_agui_event(event: Dict[str, Any], seq: int) -> bytes:
     return encode_event(_ENCODE(event), seq)
 
 
-class FrameQueue:
-    """A bounded FIFO of encoded frames with batch reads.
-
-    ``queue.Queue`` costs a lock round trip and a notify per item; here a producer only notifies a reader
-    that is actually waiting, and the reader takes everything queued in one call, so a burst of events
-    becomes one socket write.  ``put`` blocks while the queue is full (backpressure towards the runtime).
-    """
-
-    def __init__(self, maxsize: int) -> None:
-        self._items: Deque[Any] = collections.deque()
-        self._max = max(1, maxsize)
-        self._cond = threading.Condition(threading.Lock())
-        self._reader_waiting = False
-        self._writer_waiting = False
-
-    def put(self, item: Any, timeout: float) -> bool:
-        """Append ``item``; False if it stayed full for ``timeout`` seconds."""
-        with self._cond:
-            if len(self._items) >= self._max:
-                self._writer_waiting = True
-                self._cond.wait(timeout)
-                self._writer_waiting = False
-                if len(self._items) >= self._max:
-                    return False
-            self._items.append(item)
-            if self._reader_waiting:
-                self._cond.notify_all()
-            return True
-
-    def qsize(self) -> int:
-        return len(self._items)
-
-    def put_final(self, item: Any) -> None:
-        """Append ``item`` even when full (the end marker must never be lost)."""
-        with self._cond:
-            self._items.append(item)
-            self._cond.notify_all()
-
-    def take(self, timeout: float) -> List[Any]:
-        """Everything queued (possibly after waiting up to ``timeout``); [] when nothing came."""
-        with self._cond:
-            if not self._items:
-                self._reader_waiting = True
-                self._cond.wait(timeout)
-                self._reader_waiting = False
-            items = list(self._items)
-            self._items.clear()
-            if items and self._writer_waiting:
-                self._cond.notify_all()
-            return items
-
-
 class Subscription:
     """One attached client: frames to replay first, then the live queue."""
 
-    def __init__(self, channel: "RunChannel", replay: List[bytes], maxsize: int) -> None:
+    def __init__(self, channel: Optional["RunChannel"], replay: Iterable[bytes], maxsize: int) -> None:
         self.channel = channel
         self.replay = replay
         self.queue = FrameQueue(maxsize)
         self.gone: Optional[Callable[[], bool]] = None   # the server's "client disconnected" probe, if any
 
+    def detach(self) -> None:
+        close = getattr(self.replay, "close", None)
+        if close is not None:
+            close()
+        if self.channel is not None:
+            self.channel.detach(self)
+
 
 class RunChannel:
-    def __init__(self, max_buffer: int = 10000, queue_max: int = 4096) -> None:
+    def __init__(self, max_buffer: int = 10000, queue_max: int = 4096, *, run_log: Optional[RunLogWriter] = None,
+                 budget: Optional[ReplayBudget] = None) -> None:
         self._lock = threading.Lock()
-        self._frames: Deque[Tuple[int, bytes]] = collections.deque(maxlen=max(1, max_buffer))
+        self._frames: Deque[Tuple[int, bytes]] = collections.deque()
+        self._max_frames = max(1, max_buffer)
+        self._memory = 0
+        self._budget = budget
+        self._log = run_log
+        self.log_path: Optional[str] = run_log.path if run_log is not None else None
         self._next_seq = 0
         self._queue_max = queue_max
         self._subscriber: Optional[Subscription] = None
@@ -101,6 +73,14 @@ class RunChannel:
     def attached(self) -> bool:
         return self._subscriber is not None
 
+    @property
+    def memory_bytes(self) -> int:
+        return self._memory
+
+    @property
+    def next_seq(self) -> int:
+        return self._next_seq
+
     def publish(self, event: Dict[str, Any]) -> None:
         with self._lock:
             if self.closed:
@@ -108,11 +88,58 @@ class RunChannel:
             seq = self._next_seq
             self._next_seq += 1
             frame = encode_agui_event(event, seq)
-            self._frames.append((seq, frame))
+            event_type = event.get("type") or ""
+            if self._log is not None:
+                self._append_to_log(seq, event_type, frame, terminal=event_type in TERMINAL_TYPES)
+            self._remember(seq, frame)
             self.events_published += 1
             sub = self._subscriber
         if sub is not None:
             self._deliver(sub, frame)
+
+    def _append_to_log(self, seq: int, event_type: str, frame: bytes, terminal: bool) -> None:
+        run_log = self._log
+        assert run_log is not None
+        try:
+            run_log.append(seq, event_type, frame)
+            if terminal:
+                run_log.sync()   # the run's outcome (an interrupt included) is on disk before it is shown
+        except OSError as exc:
+            # Replay falls back to memory alone; a log with a gap would replay a wrong history.
+            log.warning("run log %s given up: %s", run_log.path, exc)
+            run_log.discard()
+            self._log = None
+            self.log_path = None
+
+    def _remember(self, seq: int, frame: bytes) -> None:
+        self._frames.append((seq, frame))
+        self._memory += len(frame)
+        if self._budget is not None:
+            self._budget.charge(len(frame))
+        while len(self._frames) > self._max_frames:
+            self._forget_oldest()
+        if self._budget is not None and self._budget.over and self.log_path is not None:
+            # Everything here is in the log too: memory only speeds up an early re-attach.
+            while self._frames and self._budget.over:
+                self._forget_oldest()
+
+    def _forget_oldest(self) -> int:
+        _, frame = self._frames.popleft()
+        self._memory -= len(frame)
+        if self._budget is not None:
+            self._budget.refund(len(frame))
+        return len(frame)
+
+    def drop_memory(self) -> int:
+        """Release every frame kept in memory (a finished run; the log, if any, still replays them)."""
+        return self.trim_memory(self._memory)
+
+    def trim_memory(self, size: int) -> int:
+        released = 0
+        with self._lock:
+            while self._frames and released < size:
+                released += self._forget_oldest()
+        return released
 
     def _deliver(self, sub: Subscription, item: Any) -> None:
         # Block while the client is slow (backpressure); give up once it is no longer the subscriber.
@@ -120,17 +147,26 @@ class RunChannel:
             if self._subscriber is not sub:
                 return
 
-    def close(self) -> None:
+    def close(self, outcome: Optional[str] = None) -> None:
         with self._lock:
             if self.closed:
                 return
             self.closed = True
             sub = self._subscriber
+            run_log, self._log = self._log, None
+            if run_log is not None:
+                try:
+                    run_log.close({"outcome": outcome, "events": self._next_seq})
+                except OSError as exc:
+                    log.warning("run log %s not closed cleanly: %s", run_log.path, exc)
+                # The complete log replays this run from now on; memory is for live runs.
+                while self._frames:
+                    self._forget_oldest()
         if sub is not None:
             sub.queue.put_final(END)
 
     def attach(self, after_seq: Optional[int] = None, takeover_wait: float = 0.0) -> Subscription:
-        """Attach a client; ``after_seq`` replays buffered frames with a greater id.
+        """Attach a client; ``after_seq`` replays the frames with a greater id (from memory or the log).
 
         A client that lost its connection usually re-attaches before the server has noticed the loss, so
         for up to ``takeover_wait`` seconds a subscriber whose connection is known to be gone is replaced
@@ -151,18 +187,27 @@ class RunChannel:
         with self._lock:
             if self._subscriber is not None:
                 raise AguiError("RUN_ALREADY_ATTACHED")
-            if after_seq is None:
-                replay = [frame for _, frame in self._frames]
-            else:
-                oldest = self._frames[0][0] if self._frames else self._next_seq
-                if after_seq + 1 < oldest or after_seq >= self._next_seq + 1:
-                    raise AguiError("RUN_ALREADY_TERMINAL")
-                replay = [frame for seq, frame in self._frames if seq > after_seq]
-            sub = Subscription(self, replay, self._queue_max)
+            sub = Subscription(self, self._replay_after(after_seq), self._queue_max)
             self._subscriber = sub
             if self.closed:
                 sub.queue.put_final(END)
             return sub
+
+    def _replay_after(self, after_seq: Optional[int]) -> Iterable[bytes]:
+        """Frames with an id above ``after_seq`` (all with None) up to the newest published (lock held)."""
+        if after_seq is not None and after_seq >= self._next_seq + 1:
+            raise AguiError("RUN_ALREADY_TERMINAL")
+        first = 0 if after_seq is None else after_seq + 1
+        oldest = self._frames[0][0] if self._frames else self._next_seq
+        if first >= oldest:
+            return [frame for seq, frame in self._frames if seq >= first]
+        if self.log_path is not None:
+            replay = LogReplay.open(self.log_path, first, self._next_seq - 1)
+            if replay is not None:
+                return replay
+        if after_seq is None:
+            return [frame for _, frame in self._frames]
+        raise AguiError("RUN_ALREADY_TERMINAL")
 
     def detach(self, sub: Subscription) -> None:
         with self._lock:

@@ -25,9 +25,13 @@ from iaccode_agui.metrics import Metrics
 from iaccode_agui.projection.run import RunContext, RunProjector, pipeline_mode
 from iaccode_agui.runs import admission as admission_rules
 from iaccode_agui.runs.cancel import CANCELLED, cancel_execution
+from iaccode_agui.runs.attach import LogAttach
 from iaccode_agui.runs.channel import RunChannel, Subscription
 from iaccode_agui.runs.expiry import ExpiryScheduler
+from iaccode_agui.runs.housekeeping import Housekeeper
 from iaccode_agui.runs.recorder import StateRecorder
+from iaccode_agui.runs.replaymem import ReplayBudget
+from iaccode_agui.runs.runlog import RunLogStore, RunLogWriter
 from iaccode_agui.runs.worker import RunWorker, drive_new_turn
 from iaccode_agui.state.model import ThreadState
 from iaccode_agui.state.store import RunLease, StateUnavailable, ThreadStore
@@ -37,6 +41,7 @@ log = logging.getLogger("iaccode_agui.runs")
 FINISHED_KEEP = 256          # finished runs whose events stay available for re-attach
 FINISHED_TTL = 300.0         # seconds
 REATTACH_TAKEOVER_WAIT = 2.0  # how long a re-attach waits for the server to notice the old connection's loss
+REMOTE_ATTACH_POLL = 0.5      # how often an owner without a client checks for one attached elsewhere
 
 
 class LiveRun:
@@ -64,6 +69,9 @@ class LiveRun:
         worker = self.worker
         if finished or worker is None or worker.finished or self.channel.attached:
             return      # ended, or another client already took the run over (re-attach)
+        if self.followed_elsewhere():
+            self._recheck_later()
+            return
         grace = self.manager.settings.reconnect_grace
         if grace > 0:
             self.cancel_grace()
@@ -83,7 +91,22 @@ class LiveRun:
     def _grace_expired(self) -> None:
         worker = self.worker
         if worker is not None and not worker.finished and not self.channel.attached:
+            if self.followed_elsewhere():
+                self._recheck_later()
+                return
             worker.request_cancel()
+
+    def followed_elsewhere(self) -> bool:
+        """A client that re-attached through another process follows this run from its log."""
+        return self.manager.runlogs.enabled and self.manager.runlogs.watched(self.thread_id, self.run_id)
+
+    def _recheck_later(self) -> None:
+        """While a client follows elsewhere nothing is cancelled; once it leaves, a disconnect counts."""
+        timer = threading.Timer(REMOTE_ATTACH_POLL, self.client_closed, args=(False,))
+        timer.daemon = True
+        self.cancel_grace()
+        self._grace_timer = timer
+        timer.start()
 
 
 class RunManager:
@@ -105,6 +128,12 @@ class RunManager:
         self.kind = UpstreamKind(settings.upstream_kind, client)
         self._idle = threading.Condition(self._lock)
         self.expiry = ExpiryScheduler(store, client, clock)
+        self.runlogs = RunLogStore(settings.state_dir, ttl=settings.run_log_ttl,
+                                   max_bytes=int(settings.run_log_max_mb * 1024 * 1024))
+        self.budget = ReplayBudget(int(settings.replay_memory_mb * 1024 * 1024))
+        self.log_attach = LogAttach(self.runlogs, metrics, settings.queue_max_events)
+        self.housekeeper = Housekeeper(self)
+        self.housekeeper.start()
 
     # ---- queries ------------------------------------------------------------------------------
     def active_count(self) -> int:
@@ -129,7 +158,7 @@ class RunManager:
             log.warning("drain timeout: cancelling %d run(s)", self.active_count())
             self.cancel_all()
             self.wait_idle(cancel_wait)
-        self.expiry.stop()
+        self.stop()
 
     def cancel_all(self) -> None:
         with self._lock:
@@ -145,7 +174,7 @@ class RunManager:
     # ---- start / attach -----------------------------------------------------------------------
     def start(self, req: RunRequest, language: str, last_event_id: Optional[int] = None) -> Tuple[LiveRun, Subscription]:
         if last_event_id is not None:
-            attached = self._reattach(req, last_event_id)
+            attached = self._reattach(req, last_event_id, language)
             if attached is not None:
                 return attached
         if self.draining:
@@ -196,13 +225,18 @@ class RunManager:
         if self._by_execution.get(run.execution_id) is run:
             del self._by_execution[run.execution_id]
 
-    def _reattach(self, req: RunRequest, last_event_id: int) -> Optional[Tuple[LiveRun, Subscription]]:
+    def _reattach(self, req: RunRequest, last_event_id: int,
+                  language: str) -> Optional[Tuple[LiveRun, Subscription]]:
         with self._lock:
             run = self._live.get((req.thread_id, req.run_id))
             if run is None:
                 run = next((item for item in self._finished
                             if item.key == (req.thread_id, req.run_id)), None)
         if run is None:
+            followed = self.log_attach.reattach(req.thread_id, req.run_id, req.digest, last_event_id, language)
+            if followed is not None:
+                self.metrics.inc("agui_reattach_total")
+                return followed     # type: ignore[return-value]
             try:
                 state = self.store.load(req.thread_id)
             except StateUnavailable:
@@ -246,13 +280,48 @@ class RunManager:
             raise
         if lease is None:   # cannot happen: admit() refuses a held lease; never run without one
             raise AguiError("THREAD_BUSY")
-        channel = RunChannel(self.settings.replay_buffer_events, self.settings.queue_max_events)
+        channel = RunChannel(self.settings.replay_buffer_events, self.settings.queue_max_events,
+                             run_log=self._open_run_log(req, admitted.state), budget=self.budget)
         run = LiveRun(self, req, admitted.state, lease, channel)
         with self._lock:
             self._live[run.key] = run
             self._active[run.key] = run
             self._by_execution[run.execution_id] = run
         return run, admitted
+
+    def _open_run_log(self, req: RunRequest, state: ThreadState) -> Optional[RunLogWriter]:
+        if not self.runlogs.enabled:
+            return None
+        header = {"executionId": state.execution.execution_id, "rosInvocationId": state.execution.ros_invocation_id,
+                  "digest": req.digest, "owner": self.owner, "runtime": self.settings.a2a_url}
+        try:
+            return self.runlogs.create(req.thread_id, req.run_id, header)
+        except OSError as exc:
+            # The run still works; only replay beyond memory and following from elsewhere are unavailable.
+            log.warning("run %s on thread %s has no event log: %s", req.run_id, req.thread_id, exc)
+            self.metrics.inc("agui_run_log_failures_total")
+            return None
+
+    def finished_runs(self) -> list:
+        with self._lock:
+            return list(self._finished)
+
+    def live_runs(self) -> list:
+        with self._lock:
+            return list(self._live.values())
+
+    def prune_finished(self) -> None:
+        """Forget finished runs past their window (their logs, if kept, still replay them)."""
+        with self._lock:
+            now = time.monotonic()
+            while self._finished and (len(self._finished) > FINISHED_KEEP or
+                                      now - (self._finished[0].ended_at or 0) > FINISHED_TTL):
+                self._finished.popleft()
+
+    def stop(self) -> None:
+        """Stop the background timers (an embedder closing the app, or the CLI exiting)."""
+        self.housekeeper.stop()
+        self.expiry.stop()
 
     def _context(self, req: RunRequest, state: ThreadState, language: str) -> RunContext:
         execution = state.execution

@@ -75,7 +75,7 @@ class SSEBody:
         try:
             self._gen.close()
         finally:
-            self._sub.channel.detach(self._sub)
+            self._sub.detach()
             if self._on_close is not None:
                 self._on_close(self._finished)
 

@@ -39,3 +39,19 @@ def thread_file_stem(thread_id: str) -> str:
     if len(encoded) <= MAX_STEM_CHARS:
         return encoded
     return "aguihash~" + hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def run_file_stem(thread_id: str, run_id: str) -> str:
+    """The file-name stem for one run's files (its durable event log).
+
+    ``<thread stem>@<run stem>``: no stem form contains ``@``, so the pair is unambiguous.  When the pair
+    would make too long a name, a hash of both ids (NUL-separated, a character neither stem form keeps
+    literally) stands in; it carries no ``@`` and so cannot collide with a pair.
+    """
+    if not isinstance(run_id, str):
+        raise TypeError("run id must be a string")
+    pair = thread_file_stem(thread_id) + "@" + thread_file_stem(run_id)
+    if len(pair) <= MAX_STEM_CHARS:
+        return pair
+    joined = (thread_id + "\x00" + run_id).encode("utf-8", "surrogatepass")
+    return "aguihash~run~" + hashlib.sha256(joined).hexdigest()

@@ -1,0 +1,100 @@
+"""Serving a run from its log to a client that is not the owner's own subscriber.
+
+Three kinds of client land here: a re-attach (``Last-Event-ID``) on a process that does not own the run,
+a re-attach after the run left the owner's memory, and the read-only observers.  All of them read the same
+file the owner appends to, so any process sharing the state directory can serve them, and any number of
+them can follow one run without taking it over.  A re-attach also marks the run as followed, which the
+owner's reconnect-grace timer respects: the client is attached, only somewhere else.
+"""
+import logging
+from typing import Callable, List, Optional, Tuple
+
+from iaccode_agui import errors
+from iaccode_agui.errors import AguiError
+from iaccode_agui.i18n import translate
+from iaccode_agui.metrics import Metrics
+from iaccode_agui.projection import events
+from iaccode_agui.runs.channel import Subscription, encode_agui_event
+from iaccode_agui.runs.logtail import LogFollower, OrphanHandler
+from iaccode_agui.runs.runlog import RunLogReader, RunLogStore
+
+log = logging.getLogger("iaccode_agui.runs")
+
+
+class FollowSubscription(Subscription):
+    """A subscription fed by a log follower thread instead of a channel."""
+
+    def __init__(self, maxsize: int) -> None:
+        super().__init__(None, [], maxsize)
+        self.follower: Optional[LogFollower] = None
+
+    def detach(self) -> None:
+        if self.follower is not None:
+            self.follower.stop()
+
+
+class FollowedRun:
+    """What the HTTP layer holds for a followed run: no worker here, and closing never cancels it."""
+
+    worker = None
+
+    def __init__(self, thread_id: str, run_id: str, metrics: Metrics) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self._metrics = metrics
+
+    def client_closed(self, finished: bool) -> None:
+        self._metrics.inc("agui_streams_closed_total")
+
+
+def lost_run_frames(thread_id: str, run_id: str, language: str) -> OrphanHandler:
+    """The end of a followed run whose writer died before its terminal event and that nobody adopted."""
+    def end(last_seq: int) -> List[bytes]:
+        event = events.run_error(thread_id, run_id, "EXECUTION_LOST", translate(errors.MSG_EXECUTION_LOST, language))
+        return [encode_agui_event(event, last_seq + 1)]
+    return end
+
+
+class LogAttach:
+    def __init__(self, runlogs: RunLogStore, metrics: Metrics, queue_max: int, poll: float = 0.05) -> None:
+        self.runlogs = runlogs
+        self.metrics = metrics
+        self.queue_max = queue_max
+        self.poll = poll
+        # How a followed run ends when its owner died first; replaced by the take-over when available.
+        self.orphan_handler: Callable[[RunLogReader, str], OrphanHandler] = (
+            lambda reader, language: lost_run_frames(reader.header["threadId"], reader.header["runId"], language))
+
+    def reattach(self, thread_id: str, run_id: str, digest: str, after_seq: Optional[int],
+                 language: str) -> Optional[Tuple[FollowedRun, Subscription]]:
+        """Follow a run this process does not hold; None when there is no log of it."""
+        reader = self.runlogs.open_reader(thread_id, run_id)
+        if reader is None:
+            return None
+        if reader.header.get("digest") != digest:
+            reader.close()
+            raise AguiError("RUN_ID_CONFLICT")
+        watch = self.runlogs.watch(thread_id, run_id) if reader.writer_alive() else None
+        return self._follow(reader, after_seq, language, watch)
+
+    def observe(self, execution_id: str, thread_id: str, run_id: str, ros_invocation_id: str,
+                after_seq: Optional[int], language: str) -> Tuple[FollowedRun, Subscription]:
+        """A read-only observer: the identity must match the log's header exactly."""
+        reader = self.runlogs.open_reader(thread_id, run_id)
+        if reader is None:
+            raise AguiError("EXECUTION_NOT_FOUND")
+        header = reader.header
+        if header.get("executionId") != execution_id or header.get("rosInvocationId") != ros_invocation_id:
+            reader.close()
+            raise AguiError("EXECUTION_NOT_FOUND")
+        self.metrics.inc("agui_observers_total")
+        return self._follow(reader, after_seq, language, None)
+
+    def _follow(self, reader: RunLogReader, after_seq: Optional[int], language: str,
+                watch: Optional[object]) -> Tuple[FollowedRun, Subscription]:
+        sub = FollowSubscription(self.queue_max)
+        follower = LogFollower(reader, after_seq, sub.queue, on_orphan=self.orphan_handler(reader, language),
+                               watch=watch, poll=self.poll)  # type: ignore[arg-type]
+        sub.follower = follower
+        follower.start()
+        return FollowedRun(reader.header["threadId"], reader.header["runId"], self.metrics), sub

@@ -1,0 +1,58 @@
+"""The bounded frame queue between a run's producer and one SSE response."""
+import collections
+import threading
+from typing import Any, Deque, List
+
+END = object()   # sentinel put on a subscriber queue when the run has no more events
+
+
+class FrameQueue:
+    """A bounded FIFO of encoded frames with batch reads.
+
+    ``queue.Queue`` costs a lock round trip and a notify per item; here a producer only notifies a reader
+    that is actually waiting, and the reader takes everything queued in one call, so a burst of events
+    becomes one socket write.  ``put`` blocks while the queue is full (backpressure towards the runtime).
+    """
+
+    def __init__(self, maxsize: int) -> None:
+        self._items: Deque[Any] = collections.deque()
+        self._max = max(1, maxsize)
+        self._cond = threading.Condition(threading.Lock())
+        self._reader_waiting = False
+        self._writer_waiting = False
+
+    def put(self, item: Any, timeout: float) -> bool:
+        """Append ``item``; False if it stayed full for ``timeout`` seconds."""
+        with self._cond:
+            if len(self._items) >= self._max:
+                self._writer_waiting = True
+                self._cond.wait(timeout)
+                self._writer_waiting = False
+                if len(self._items) >= self._max:
+                    return False
+            self._items.append(item)
+            if self._reader_waiting:
+                self._cond.notify_all()
+            return True
+
+    def qsize(self) -> int:
+        return len(self._items)
+
+    def put_final(self, item: Any) -> None:
+        """Append ``item`` even when full (the end marker must never be lost)."""
+        with self._cond:
+            self._items.append(item)
+            self._cond.notify_all()
+
+    def take(self, timeout: float) -> List[Any]:
+        """Everything queued (possibly after waiting up to ``timeout``); [] when nothing came."""
+        with self._cond:
+            if not self._items:
+                self._reader_waiting = True
+                self._cond.wait(timeout)
+                self._reader_waiting = False
+            items = list(self._items)
+            self._items.clear()
+            if items and self._writer_waiting:
+                self._cond.notify_all()
+            return items

@@ -1,0 +1,56 @@
+"""The manager's background timer: what was kept for re-attach is released on time, not on the next request.
+
+Every tick forgets finished runs past their window, brings replay memory under its byte budget and hands
+freed heap back to the operating system; every few ticks it also expires run logs on disk.  Without the
+timer, a burst of large runs followed by silence would keep its memory until the next admission.
+"""
+import logging
+import threading
+import time
+from typing import Any
+
+from iaccode_agui.runs.replaymem import MemoryReleaser
+
+log = logging.getLogger("iaccode_agui.runs")
+
+TICK_SECONDS = 2.0
+LOG_SWEEP_SECONDS = 10.0
+
+
+class Housekeeper:
+    def __init__(self, manager: Any, tick: float = TICK_SECONDS, sweep_every: float = LOG_SWEEP_SECONDS) -> None:
+        self._manager = manager
+        self._tick = tick
+        self._sweep_every = sweep_every
+        self._stop = threading.Event()
+        self._releaser = MemoryReleaser()
+        self._last_sweep = 0.0
+        self._thread = threading.Thread(target=self._main, name="agui-housekeeping", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run_once(self, sweep_logs: bool = True) -> None:
+        manager = self._manager
+        manager.prune_finished()
+        finished = [run.channel for run in manager.finished_runs()]
+        released = sum(channel.drop_memory() for channel in finished if channel.log_path is not None)
+        live = [run.channel for run in manager.live_runs()]
+        released += manager.budget.settle(finished, live)
+        self._releaser.note(released)
+        if sweep_logs and manager.runlogs.enabled:
+            manager.runlogs.sweep()
+
+    def _main(self) -> None:
+        while not self._stop.wait(self._tick):
+            now = time.monotonic()
+            sweep = now - self._last_sweep >= self._sweep_every
+            if sweep:
+                self._last_sweep = now
+            try:
+                self.run_once(sweep_logs=sweep)
+            except Exception:   # housekeeping must never take the server down
+                log.exception("housekeeping failed")

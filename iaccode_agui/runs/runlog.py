@@ -1,0 +1,377 @@
+"""Run logs on disk: one append-only file per run under ``<state dir>/runs``.
+
+Why the files look the way they do:
+
+- A record is appended with one ``write`` on an ``O_APPEND`` descriptor before the event is handed to any
+  client, so once a client has seen an id the operating system has it, even if the adapter is killed a
+  moment later.  ``fsync`` runs at the end of the run (and when a run stops at an interrupt, which is an end
+  too), not per event: a power cut may lose the tail of a live run, a process crash does not.
+- The writer holds an exclusive ``flock`` on its descriptor for as long as it writes.  The kernel drops it
+  when the process dies, so any process can tell a live log (lock held) from a finished or orphaned one,
+  and retention never removes a log that is still being written.
+- A client that re-attaches through another process holds a shared ``flock`` on the run's ``.watch`` file
+  while it reads; the owner probes it to know that somebody is still listening (its reconnect-grace timer
+  must not cancel a run that is followed elsewhere).
+- Names come from the thread and run ids through the same safe key scheme as the thread files; files are
+  0600 in a 0700 directory.  Retention removes finished logs older than the TTL, then the oldest ones
+  while the total exceeds the size cap.
+"""
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+import stat
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+from iaccode_agui.runs import logformat
+from iaccode_agui.runs.logformat import Record
+from iaccode_agui.state.keys import run_file_stem
+
+log = logging.getLogger("iaccode_agui.runlog")
+
+_DIR_MODE = 0o700
+_FILE_MODE = 0o600
+_READ_CHUNK = 1 << 20
+
+
+class LogFull(OSError):
+    """The run's log reached the size cap; the channel stops logging this run."""
+
+
+def _try_lock(fd: int, mode: int) -> bool:
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return False
+        raise
+    return True
+
+
+class RunLogWriter:
+    """The owner's append-only handle on one run's log."""
+
+    def __init__(self, path: str, fd: int, size: int, max_bytes: int, fsync: bool) -> None:
+        self.path = path
+        self._fd: Optional[int] = fd
+        self.size = size
+        self._max = max_bytes
+        self._fsync = fsync
+
+    def _write(self, data: bytes) -> None:
+        if self._fd is None:
+            raise OSError(errno.EBADF, "the run log is closed")
+        if self._max and self.size + len(data) > self._max:
+            raise LogFull(errno.EFBIG, "the run log reached its size cap")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
+        self.size += len(data)
+
+    def append(self, seq: int, event_type: str, frame: bytes) -> None:
+        self._write(logformat.encode_event(seq, event_type, frame))
+
+    def sync(self) -> None:
+        if self._fd is not None and self._fsync:
+            os.fsync(self._fd)
+
+    def close(self, outcome: Dict[str, Any]) -> None:
+        """Mark the log complete and make it durable; the lock goes with the descriptor."""
+        if self._fd is None:
+            return
+        try:
+            self._write(logformat.encode_close(outcome))
+        except LogFull:
+            pass   # readers treat a log whose writer is gone after a terminal event as complete
+        finally:
+            try:
+                self.sync()
+            finally:
+                self._release()
+
+    def discard(self) -> None:
+        """Give the log up (a write failed): remove it so nobody replays a log with a gap."""
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        self._release()
+
+    def _release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class RunLogReader:
+    """A reader of one log, from its start; ``read_new`` returns the records written since the last call."""
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self._fd: Optional[int] = fd
+        self._pending = b""
+        self._started = False
+        self._backlog: List[Record] = []
+        self.header: Dict[str, Any] = {}
+
+    @classmethod
+    def open(cls, path: str) -> Optional["RunLogReader"]:
+        """The reader with its header read, or None when there is no such (usable) log."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:
+            return None
+        reader = cls(path, fd)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise logformat.LogFormatError("not a regular file")
+            first = reader.read_new()
+        except (OSError, logformat.LogFormatError) as exc:
+            log.warning("ignoring unusable run log %s: %s", path, exc)
+            reader.close()
+            return None
+        if not first or first[0].kind != logformat.KIND_HEADER:
+            reader.close()    # an empty file: the writer died before its first write
+            return None
+        reader.header = dict(first[0].fields or {})
+        reader._backlog = first[1:]
+        return reader
+
+    def read_new(self) -> List[Record]:
+        if self._fd is None:
+            return []
+        backlog, self._backlog = self._backlog, []
+        chunks = [self._pending]
+        while True:
+            chunk = os.read(self._fd, _READ_CHUNK)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if len(chunk) < _READ_CHUNK:
+                break
+        data = b"".join(chunks)
+        offset = 0
+        if not self._started:
+            start = logformat.check_magic(data)
+            if start is None:
+                self._pending = data
+                return backlog
+            self._started = True
+            offset = start
+        records, used = logformat.parse(data, offset)
+        self._pending = data[used:]
+        return backlog + records
+
+    def writer_alive(self) -> bool:
+        """Whether a process still holds the log open for writing."""
+        if self._fd is None:
+            return False
+        if _try_lock(self._fd, fcntl.LOCK_SH):
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            return False
+        return True
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class WatchMark:
+    """A shared lock on the run's ``.watch`` file, held while a client follows the run from another process."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: Optional[int] = fd
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class RunLogStore:
+    """The ``runs`` directory: creating, opening and expiring run logs."""
+
+    def __init__(self, state_dir: str, *, ttl: float, max_bytes: int, fsync: bool = True) -> None:
+        self.runs_dir = os.path.join(os.path.abspath(state_dir), "runs")
+        self.ttl = ttl
+        self.max_bytes = max_bytes
+        self._fsync = fsync
+        self._ready = False
+        self._stop = threading.Event()
+        self._sweeper: Optional[threading.Thread] = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_bytes > 0
+
+    def path_for(self, thread_id: str, run_id: str) -> str:
+        return os.path.join(self.runs_dir, run_file_stem(thread_id, run_id) + ".log")
+
+    def _ensure_dir(self) -> None:
+        if self._ready:
+            return
+        parent = os.path.dirname(self.runs_dir)
+        if not os.path.isdir(parent):
+            os.makedirs(parent, _DIR_MODE, exist_ok=True)
+        try:
+            os.mkdir(self.runs_dir, _DIR_MODE)
+        except FileExistsError:
+            pass
+        if not stat.S_ISDIR(os.lstat(self.runs_dir).st_mode):
+            raise OSError(errno.ENOTDIR, "the runs directory is not a real directory")
+        os.chmod(self.runs_dir, _DIR_MODE)
+        self._ready = True
+
+    def create(self, thread_id: str, run_id: str, header: Dict[str, Any]) -> RunLogWriter:
+        """A new log for a run (run ids are never reused on a thread, so any old file is stale)."""
+        self._ensure_dir()
+        path = self.path_for(thread_id, run_id)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     _FILE_MODE)
+        try:
+            os.fchmod(fd, _FILE_MODE)
+            if not _try_lock(fd, fcntl.LOCK_EX):
+                raise OSError(errno.EBUSY, "the run log is held by another writer")
+            writer = RunLogWriter(path, fd, 0, self.max_bytes, self._fsync)
+            fields = dict(header, threadId=thread_id, runId=run_id, createdAt=time.time())
+            writer._write(logformat.encode_start(fields))
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise
+        return writer
+
+    def open_reader(self, thread_id: str, run_id: str) -> Optional[RunLogReader]:
+        if not self.enabled:
+            return None
+        reader = RunLogReader.open(self.path_for(thread_id, run_id))
+        if reader is not None and (reader.header.get("threadId") != thread_id or
+                                   reader.header.get("runId") != run_id):
+            reader.close()   # a hashed name shared by two runs: the header decides
+            return None
+        return reader
+
+    # ---- cross-process attachment -----------------------------------------------------------
+    def _watch_path(self, thread_id: str, run_id: str) -> str:
+        return os.path.join(self.runs_dir, run_file_stem(thread_id, run_id) + ".watch")
+
+    def watch(self, thread_id: str, run_id: str) -> Optional[WatchMark]:
+        try:
+            self._ensure_dir()
+            fd = os.open(self._watch_path(thread_id, run_id),
+                         os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, _FILE_MODE)
+        except OSError as exc:
+            log.warning("cannot mark run %s as followed: %s", run_id, exc)
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except OSError:
+            os.close(fd)
+            return None
+        return WatchMark(fd)
+
+    def watched(self, thread_id: str, run_id: str) -> bool:
+        """Whether a client in some process follows this run right now."""
+        try:
+            fd = os.open(self._watch_path(thread_id, run_id), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            return not _try_lock(fd, fcntl.LOCK_EX)
+        finally:
+            os.close(fd)
+
+    # ---- retention --------------------------------------------------------------------------
+    def sweep(self, now: Optional[float] = None) -> int:
+        """Remove expired logs (and stale watch files); returns how many logs went."""
+        now = time.time() if now is None else now
+        try:
+            names = os.listdir(self.runs_dir)
+        except OSError:
+            return 0
+        finished = []
+        total = 0
+        for name in names:
+            path = os.path.join(self.runs_dir, name)
+            if not name.endswith(".log"):
+                continue
+            info = self._finished_info(path)
+            if info is None:
+                continue
+            size, mtime, live = info
+            total += size
+            if not live:
+                finished.append((mtime, size, path))
+        finished.sort()
+        removed = 0
+        for mtime, size, path in finished:
+            if now - mtime <= self.ttl and total <= self.max_bytes:
+                continue
+            if self._unlink_if_unlocked(path):
+                total -= size
+                removed += 1
+        for name in names:
+            if name.endswith(".watch"):
+                self._drop_unwatched(os.path.join(self.runs_dir, name))
+        return removed
+
+    @staticmethod
+    def _finished_info(path: str) -> Optional[tuple]:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            info = os.fstat(fd)
+            live = not _try_lock(fd, fcntl.LOCK_SH)
+            return info.st_size, info.st_mtime, live
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _unlink_if_unlocked(path: str) -> bool:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:
+            return False
+        try:
+            if not _try_lock(fd, fcntl.LOCK_EX):
+                return False
+            os.unlink(path)
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+
+    def _drop_unwatched(self, path: str) -> None:
+        log_path = path[:-len(".watch")] + ".log"
+        if os.path.exists(log_path):
+            return
+        self._unlink_if_unlocked(path)
+
+    def start_sweeper(self, interval: float) -> None:
+        if not self.enabled or self._sweeper is not None:
+            return
+
+        def loop() -> None:
+            while not self._stop.wait(interval):
+                try:
+                    self.sweep()
+                except Exception:   # retention must never take the server down
+                    log.exception("run log retention sweep failed")
+        self._sweeper = threading.Thread(target=loop, name="agui-runlog-retention", daemon=True)
+        self._sweeper.start()
+
+    def stop(self) -> None:
+        self._stop.set()

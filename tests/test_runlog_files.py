@@ -1,0 +1,183 @@
+"""Run log files: permissions, live/finished detection, torn tails on disk, retention, channel replay."""
+import os
+import stat
+import time
+
+import pytest
+
+from iaccode_agui.errors import AguiError
+from iaccode_agui.runs import logformat
+from iaccode_agui.runs.channel import RunChannel
+from iaccode_agui.runs.framequeue import END
+from iaccode_agui.runs.replaymem import ReplayBudget
+from iaccode_agui.runs.runlog import RunLogReader, RunLogStore
+
+
+@pytest.fixture
+def store(tmp_path):
+    return RunLogStore(str(tmp_path / "state"), ttl=600, max_bytes=1 << 20)
+
+
+def _event(seq):
+    return {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "d%d" % seq, "timestamp": 1}
+
+
+def _frames(items):
+    return b"".join(item for item in items if item is not END)
+
+
+def test_log_files_are_private_and_named_by_the_key_scheme(store):
+    writer = store.create("Thread/1", "run-1", {"executionId": "e"})
+    path = store.path_for("Thread/1", "run-1")
+    assert writer.path == path and os.path.basename(path).endswith("@run-1.log")
+    assert "/" not in os.path.basename(path)[:-4]
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(store.runs_dir).st_mode) == 0o700
+    writer.append(0, "RUN_STARTED", b"id: 0\ndata: {}\n\n")
+    reader = store.open_reader("Thread/1", "run-1")
+    assert reader.header["executionId"] == "e" and reader.header["threadId"] == "Thread/1"
+    assert reader.writer_alive()
+    assert [r.seq for r in reader.read_new()] == [0]
+    writer.close({"outcome": "success"})
+    assert not reader.writer_alive()
+    assert [r.kind for r in reader.read_new()] == ["Z"]
+    reader.close()
+
+
+def test_a_torn_tail_on_disk_is_ignored_after_the_writer_died(store):
+    writer = store.create("t", "r", {})
+    writer.append(0, "RUN_STARTED", b"id: 0\ndata: {}\n\n")
+    with open(writer.path, "ab") as handle:   # what a kill -9 in the middle of a write leaves
+        handle.write(logformat.encode_event(1, "TEXT_MESSAGE_CONTENT", b"id: 1\ndata: {}\n\n")[:11])
+    writer.discard.__self__._release()        # the process dies: the descriptor (and its lock) go
+    reader = RunLogReader.open(writer.path)
+    assert not reader.writer_alive()
+    assert [r.seq for r in reader.read_new()] == [0]
+    assert reader.read_new() == []
+
+
+def test_a_reader_of_another_run_under_a_shared_name_is_refused(store):
+    writer = store.create("t", "r", {})
+    writer.close({})
+    os.rename(store.path_for("t", "r"), store.path_for("t", "other"))
+    assert store.open_reader("t", "other") is None
+    assert store.open_reader("t", "missing") is None
+
+
+def test_retention_removes_expired_then_oldest_and_never_a_live_log(tmp_path):
+    store = RunLogStore(str(tmp_path / "state"), ttl=60, max_bytes=1 << 20)
+    now = time.time()
+    finished = []
+    for index in range(4):
+        writer = store.create("t", "r%d" % index, {})
+        writer.append(0, "TEXT_MESSAGE_CONTENT", b"x" * 900)
+        writer.close({})
+        os.utime(writer.path, (now - 50 + index, now - 50 + index))
+        finished.append(writer.path)
+    live = store.create("t", "live", {})
+    live.append(0, "TEXT_MESSAGE_CONTENT", b"x" * 900)
+    os.utime(live.path, (now - 1000, now - 1000))
+    old = store.create("t", "old", {})
+    old.close({})
+    os.utime(old.path, (now - 61, now - 61))
+    one, live_size = os.path.getsize(finished[0]), os.path.getsize(live.path)
+    store.max_bytes = 2 * one + live_size + one // 2
+    assert store.sweep(now) == 3   # the expired one, then the two oldest while over the cap
+    remaining = sorted(os.listdir(store.runs_dir))
+    assert remaining == sorted(os.path.basename(p) for p in finished[2:] + [live.path])
+    live.close({})
+    assert store.sweep(now + 61) == 3
+    assert os.listdir(store.runs_dir) == []
+
+
+def test_watch_marks_are_visible_across_handles_and_cleaned_up(store):
+    writer = store.create("t", "r", {})
+    assert not store.watched("t", "r")
+    mark = store.watch("t", "r")
+    assert store.watched("t", "r")
+    mark.release()
+    assert not store.watched("t", "r")
+    writer.close({})
+    os.utime(writer.path, (0, 0))
+    store.sweep()
+    assert os.listdir(store.runs_dir) == []
+
+
+def test_a_disabled_store_opens_nothing(tmp_path):
+    store = RunLogStore(str(tmp_path), ttl=600, max_bytes=0)
+    assert not store.enabled and store.open_reader("t", "r") is None
+
+
+def test_channel_replays_from_the_log_beyond_its_memory(store):
+    channel = RunChannel(max_buffer=5, queue_max=100, run_log=store.create("t", "r", {}))
+    first = channel.attach()
+    for seq in range(20):
+        channel.publish(_event(seq))
+    assert channel.memory_bytes > 0 and len(channel._frames) == 5
+    channel.detach(first)
+    sub = channel.attach(after_seq=2)
+    replayed = b"".join(sub.replay)
+    ids = [int(line[4:]) for line in replayed.split(b"\n") if line.startswith(b"id: ")]
+    assert ids == list(range(3, 20))
+    channel.publish(_event(20))
+    assert b"id: 20\n" in _frames(sub.queue.take(1))
+    channel.close("success")
+    assert channel.memory_bytes == 0             # a finished, logged run keeps nothing in memory
+    sub.detach()
+    again = channel.attach(after_seq=None)
+    assert b"".join(again.replay).count(b"\nid: ") + 1 == 21
+    with pytest.raises(AguiError) as info:
+        channel.attach(after_seq=99)
+    assert info.value.code in ("RUN_ALREADY_ATTACHED", "RUN_ALREADY_TERMINAL")
+
+
+def test_channel_without_a_log_keeps_the_old_limit():
+    channel = RunChannel(max_buffer=5, queue_max=100)
+    sub = channel.attach()
+    for seq in range(20):
+        channel.publish(_event(seq))
+    channel.detach(sub)
+    with pytest.raises(AguiError) as info:
+        channel.attach(after_seq=2)
+    assert info.value.code == "RUN_ALREADY_TERMINAL"
+    assert channel.attach(after_seq=15).replay
+
+
+def test_the_log_reaches_the_os_before_the_client(store):
+    channel = RunChannel(10, 100, run_log=store.create("t", "r", {}))
+    sub = channel.attach()
+    channel.publish(_event(0))
+    reader = store.open_reader("t", "r")
+    assert [r.seq for r in reader.read_new()] == [0]
+    assert b"id: 0\n" in _frames(sub.queue.take(1))
+
+
+def test_a_failing_log_is_given_up_and_memory_replay_goes_on(store):
+    writer = store.create("t", "r", {})
+    channel = RunChannel(10, 100, run_log=writer)
+    sub = channel.attach()
+    channel.publish(_event(0))
+    os.close(writer._fd)                     # the next write fails like a full or vanished disk
+    channel.publish(_event(1))
+    assert channel.log_path is None and not os.path.exists(writer.path)
+    channel.detach(sub)
+    assert b"id: 1\n" in b"".join(channel.attach(after_seq=0).replay)
+
+
+def test_replay_memory_budget_is_shared_and_settled(store):
+    budget = ReplayBudget(4000)
+    logged = RunChannel(1000, 100, run_log=store.create("t", "a", {}), budget=budget)
+    plain = RunChannel(1000, 100, budget=budget)
+    for seq in range(40):
+        logged.publish(dict(_event(seq), delta="x" * 200))
+    assert budget.used <= 4000      # a logged channel trims itself at once: its frames are on disk
+    for seq in range(40):
+        plain.publish(dict(_event(seq), delta="x" * 200))
+    assert budget.over
+    budget.settle([], [logged, plain])
+    assert not budget.over and budget.used == logged.memory_bytes + plain.memory_bytes
+    plain.close()
+    logged.close()
+    assert budget.used == plain.memory_bytes
+    budget.settle([plain], [])
+    assert budget.used == plain.memory_bytes <= 4000
