@@ -34,6 +34,7 @@ from iaccode_agui.runs.replaymem import ReplayBudget
 from iaccode_agui.runs.runlog import RunLogStore, RunLogWriter
 from iaccode_agui.runs.worker import RunWorker, drive_new_turn
 from iaccode_agui.state.model import ThreadState
+from iaccode_agui.state.registry import ProcessRegistry
 from iaccode_agui.state.store import RunLease, StateUnavailable, ThreadStore
 
 log = logging.getLogger("iaccode_agui.runs")
@@ -134,6 +135,8 @@ class RunManager:
         self.log_attach = LogAttach(self.runlogs, metrics, settings.queue_max_events)
         self.housekeeper = Housekeeper(self)
         self.housekeeper.start()
+        self.registry = ProcessRegistry(settings.state_dir, self.owner, settings.a2a_url)
+        self.registry.register()
 
     # ---- queries ------------------------------------------------------------------------------
     def active_count(self) -> int:
@@ -258,9 +261,11 @@ class RunManager:
         try:
             with self.store.transaction(req.thread_id) as txn:
                 lease = self.store.try_run_lease(req.thread_id)
+                self._check_runtime(txn.state)
                 self.expiry.schedule_state(txn.state)
                 admitted = admission_rules.admit(txn.state, req, owner=self.owner, now=self.clock(),
                                                  lease_free=lease is not None)
+                admitted.state.runtime = self.settings.a2a_url
                 for task_id in (admitted.orphan_task_id, admitted.expired_task_id):
                     # Before the save that forgets the task: a crash in between repeats the cancel
                     # on the next admission instead of losing it.
@@ -288,6 +293,13 @@ class RunManager:
             self._active[run.key] = run
             self._by_execution[run.execution_id] = run
         return run, admitted
+
+    def _check_runtime(self, state: Optional[ThreadState]) -> None:
+        """Refuse a thread whose runtime another live process on this state directory still uses."""
+        if state is not None and self.registry.conflicts_with(state.runtime):
+            log.error("thread %s belongs to runtime %s, used by another live process; this one uses %s",
+                      state.thread_id, state.runtime, self.settings.a2a_url)
+            raise AguiError("RUNTIME_MISMATCH")
 
     def _open_run_log(self, req: RunRequest, state: ThreadState) -> Optional[RunLogWriter]:
         if not self.runlogs.enabled:
@@ -322,6 +334,7 @@ class RunManager:
         """Stop the background timers (an embedder closing the app, or the CLI exiting)."""
         self.housekeeper.stop()
         self.expiry.stop()
+        self.registry.close()
 
     def _context(self, req: RunRequest, state: ThreadState, language: str) -> RunContext:
         execution = state.execution
@@ -404,6 +417,11 @@ class RunManager:
 
     # ---- cancel extension ---------------------------------------------------------------------
     def cancel(self, execution_id: str, thread_id: str, ros_invocation_id: str) -> Dict[str, str]:
+        try:
+            state = self.store.load(thread_id)
+        except StateUnavailable:
+            raise AguiError("STATE_UNAVAILABLE")
+        self._check_runtime(state)
         status = cancel_execution(self.store, self.client, self._live_worker, execution_id, thread_id,
                                   ros_invocation_id)
         if status == CANCELLED:

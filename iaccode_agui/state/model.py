@@ -141,6 +141,8 @@ class ThreadState:
     applied_resume_digests: List[AppliedDigest] = field(default_factory=list)
     terminal_execution_ids: List[str] = field(default_factory=list)
     active_run: Optional[ActiveRun] = None
+    # The A2A runtime (its URL) the thread was last run on: its session and tasks live there.
+    runtime: Optional[str] = None
 
     # -- small mutations that keep the invariants the document relies on --
 
@@ -207,6 +209,8 @@ class ThreadState:
                 "kind": self.active_run.kind,
             },
         }
+        if self.runtime is not None:
+            doc["runtime"] = self.runtime
         found = find_secret_keys(doc)
         if found:
             raise ValueError("thread state must not contain credentials (keys: %s)" % ", ".join(sorted(found)))
@@ -215,7 +219,7 @@ class ThreadState:
     @classmethod
     def from_document(cls, doc: Any, expected_thread_id: str) -> "ThreadState":
         """Parse and strictly validate a document; any deviation raises ``StateCorrupt``."""
-        top = _object(doc, "document", _TOP_KEYS)
+        top = _object(doc, "document", _TOP_KEYS, optional=_OPTIONAL_TOP_KEYS)
         _require(
             type(top["schemaVersion"]) is int and top["schemaVersion"] == SCHEMA_VERSION,
             "unsupported schemaVersion",
@@ -233,6 +237,7 @@ class ThreadState:
             applied_resume_digests=_applied(top["appliedResumeDigests"]),
             terminal_execution_ids=sorted(set(_string_list(top["terminalExecutionIds"], "terminalExecutionIds"))),
             active_run=_optional(top["activeRun"], "activeRun", _active_run),
+            runtime=_string(top["runtime"], "runtime", nonempty=True) if "runtime" in top else None,
         )
         if find_secret_keys(doc):
             raise StateCorrupt("document contains credential keys")
@@ -267,6 +272,7 @@ _TOP_KEYS = (
     "schemaVersion", "threadId", "contextId", "cwd", "userId", "iacCodeSessionId", "execution",
     "runDigests", "appliedResumeDigests", "terminalExecutionIds", "activeRun",
 )
+_OPTIONAL_TOP_KEYS = ("runtime",)
 _EXECUTION_KEYS = (
     "executionId", "rosInvocationId", "taskId", "pipelineSequence", "pipelineOpenSteps",
     "textSnapshotDigests", "pending", "expiredInterruptIds",
@@ -285,12 +291,12 @@ def _is_hex64(value: Any) -> bool:
     return isinstance(value, str) and bool(_HEX64.match(value))
 
 
-def _object(value: Any, where: str, keys: Tuple[str, ...]) -> Dict[str, Any]:
-    """A dict with exactly ``keys``: missing keys and unknown keys are both corruption."""
+def _object(value: Any, where: str, keys: Tuple[str, ...], optional: Tuple[str, ...] = ()) -> Dict[str, Any]:
+    """A dict with exactly ``keys`` (plus any of ``optional``): missing and unknown keys are corruption."""
     _require(isinstance(value, dict), "%s must be an object" % where)
     missing = [k for k in keys if k not in value]
     _require(not missing, "%s is missing %s" % (where, ", ".join(missing)))
-    extra = sorted(str(k) for k in value if k not in keys)
+    extra = sorted(str(k) for k in value if k not in keys and k not in optional)
     _require(not extra, "%s has unknown keys %s" % (where, ", ".join(extra)))
     return value
 

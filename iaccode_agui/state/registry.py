@@ -1,0 +1,109 @@
+"""Which adapter processes share the state directory right now, and which A2A runtime each one uses.
+
+A thread's session and tasks live in one runtime.  Two processes on one state directory configured with
+different runtimes would each send the other's tasks to the wrong runtime and report ``EXECUTION_LOST`` or
+a 502 for what is really a deployment mistake.  Each process therefore registers itself in
+``<state dir>/processes`` with its runtime, holding an ``flock`` on its entry for its whole life (the kernel
+drops it on any death, even ``kill -9``).  A thread records the runtime it was last run on; a process
+that finds another runtime there asks the registry whether a live process still uses it: if so the
+configuration is wrong and the request is refused clearly, if not the old runtime is simply gone (a
+restart with a new runtime) and the thread carries on as after any runtime restart.
+"""
+import contextlib
+import errno
+import fcntl
+import json
+import logging
+import os
+import stat
+from typing import Optional, Set
+
+from iaccode_agui.state.keys import thread_file_stem
+
+log = logging.getLogger("iaccode_agui.state")
+
+_DIR_MODE = 0o700
+_FILE_MODE = 0o600
+_MAX_ENTRY_BYTES = 64 * 1024
+
+
+class ProcessRegistry:
+    def __init__(self, state_dir: str, owner: str, runtime: str) -> None:
+        self.directory = os.path.join(os.path.abspath(state_dir), "processes")
+        self.owner = owner
+        self.runtime = runtime
+        self._fd: Optional[int] = None
+
+    def register(self) -> None:
+        """Announce this process; best-effort (without it, mismatches are only not detected)."""
+        if self._fd is not None:
+            return
+        try:
+            os.makedirs(self.directory, _DIR_MODE, exist_ok=True)
+            path = os.path.join(self.directory, thread_file_stem(self.owner) + ".json")
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
+        except OSError as exc:
+            log.warning("cannot register this process in the state directory: %s", exc)
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.write(fd, json.dumps({"owner": self.owner, "runtime": self.runtime}).encode("utf-8"))
+        except OSError as exc:
+            os.close(fd)
+            log.warning("cannot register this process in the state directory: %s", exc)
+            return
+        self._fd = fd
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.directory, thread_file_stem(self.owner) + ".json"))
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def live_runtimes(self) -> Set[str]:
+        """Runtimes of every live registered process; entries of dead processes are removed."""
+        found: Set[str] = set()
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            return found
+        for name in names:
+            if not name.endswith(".json"):
+                continue
+            runtime = self._live_entry(os.path.join(self.directory, name))
+            if runtime is not None:
+                found.add(runtime)
+        return found
+
+    @staticmethod
+    def _live_entry(path: str) -> Optional[str]:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    return None
+                entry = json.loads(os.read(fd, _MAX_ENTRY_BYTES).decode("utf-8"))
+                runtime = entry.get("runtime") if isinstance(entry, dict) else None
+                return runtime if isinstance(runtime, str) else None
+            with contextlib.suppress(OSError):
+                os.unlink(path)   # nobody holds it: its process is gone
+            return None
+        except (OSError, ValueError):
+            return None
+        finally:
+            os.close(fd)
+
+    def conflicts_with(self, recorded: Optional[str]) -> bool:
+        """Whether a thread recorded on ``recorded`` belongs to a runtime another live process still uses."""
+        if not recorded or recorded == self.runtime:
+            return False
+        return recorded in self.live_runtimes()
