@@ -264,10 +264,13 @@ class RunLogStore:
         return os.path.join(self.runs_dir, run_file_stem(thread_id, run_id) + ".watch")
 
     def watch(self, thread_id: str, run_id: str) -> Optional[WatchMark]:
+        path = self._watch_path(thread_id, run_id)
         try:
             self._ensure_dir()
-            fd = os.open(self._watch_path(thread_id, run_id),
-                         os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, _FILE_MODE)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                             _FILE_MODE))
+            # Held read-only: a descriptor open for writing would block a read-only remount.
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError as exc:
             log.warning("cannot mark run %s as followed: %s", run_id, exc)
             return None

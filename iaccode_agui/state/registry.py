@@ -34,20 +34,33 @@ class ProcessRegistry:
         self.runtime = runtime
         self._fd: Optional[int] = None
 
+    def _path(self) -> str:
+        return os.path.join(self.directory, thread_file_stem(self.owner) + ".json")
+
     def register(self) -> None:
-        """Announce this process; best-effort (without it, mismatches are only not detected)."""
+        """Announce this process; best-effort (without it, mismatches are only not detected).
+
+        The entry is written, closed, and then locked through a read-only descriptor: a descriptor held open
+        for writing would keep the file system from being remounted read-only while the process lives.
+        """
         if self._fd is not None:
             return
+        path = self._path()
         try:
             os.makedirs(self.directory, _DIR_MODE, exist_ok=True)
-            path = os.path.join(self.directory, thread_file_stem(self.owner) + ".json")
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
+            try:
+                os.write(fd, json.dumps({"owner": self.owner, "runtime": self.runtime}).encode("utf-8"))
+            finally:
+                os.close(fd)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError as exc:
             log.warning("cannot register this process in the state directory: %s", exc)
             return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            os.write(fd, json.dumps({"owner": self.owner, "runtime": self.runtime}).encode("utf-8"))
+            if os.fstat(fd).st_ino != os.stat(path).st_ino:
+                raise OSError(errno.ESTALE, "the entry was taken for a dead one meanwhile")
         except OSError as exc:
             os.close(fd)
             log.warning("cannot register this process in the state directory: %s", exc)
@@ -58,7 +71,7 @@ class ProcessRegistry:
         fd, self._fd = self._fd, None
         if fd is not None:
             with contextlib.suppress(OSError):
-                os.unlink(os.path.join(self.directory, thread_file_stem(self.owner) + ".json"))
+                os.unlink(self._path())
             with contextlib.suppress(OSError):
                 os.close(fd)
 
