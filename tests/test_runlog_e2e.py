@@ -118,7 +118,7 @@ def test_observer_identity_errors_use_the_json_error_shape(adapter):
 
 
 def test_reattach_on_another_process_follows_the_owner_live_with_heartbeats(pair):
-    owner, other = pair(reconnect_grace=0.3, heartbeat_interval=0.1)
+    owner, other = pair(reconnect_grace=0.3, heartbeat_interval=0.02)   # shorter than the gaps between deltas
     body = owner.body("slow", thread="xproc")
     first = SSEReader(owner.post(body, stream=True))
     first.until("TEXT_MESSAGE_CONTENT")
