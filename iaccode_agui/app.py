@@ -16,6 +16,7 @@ from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
 from iaccode_agui import errors, i18n, inputs
+from iaccode_agui.console import make_console
 from iaccode_agui.a2a.client import A2AClient
 from iaccode_agui.config import Settings
 from iaccode_agui.errors import AguiError
@@ -30,6 +31,8 @@ access_log = logging.getLogger("iaccode_agui.access")
 
 SSE_HEADERS = [("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-cache"),
                ("X-Accel-Buffering", "no")]
+# The liveness probe and the console's static files carry no data, so they are served without a token.
+PUBLIC_ENDPOINTS = frozenset({"health", "console_page", "console_asset"})
 
 StartResponse = Callable[..., Any]
 
@@ -55,14 +58,19 @@ class AguiApp:
         self._streams = Level()
         self.metrics.add_gauge("agui_active_runs", self.manager.active_count)
         self.metrics.add_gauge("agui_open_streams", lambda: self._streams.value)
-        self.url_map = Map([
+        self.console = make_console(settings.console)
+        rules = [
             Rule("/health", endpoint="health", methods=["GET"]),
             Rule("/", endpoint="run", methods=["POST"]),
             Rule("/extensions/iac-code/v1/executions/<execution_id>/cancel", endpoint="cancel", methods=["POST"]),
             Rule("/extensions/iac-code/v1/executions/<execution_id>/subscribe", endpoint="subscribe",
                  methods=["POST"]),
             Rule("/metrics", endpoint="metrics", methods=["GET"]),
-        ], strict_slashes=False, merge_slashes=False)
+        ]
+        if self.console is not None:
+            rules += [Rule("/console/", endpoint="console_page", methods=["GET"]),
+                      Rule("/console/<name>", endpoint="console_asset", methods=["GET"])]
+        self.url_map = Map(rules, strict_slashes=False, merge_slashes=False)
 
     # ---- WSGI entry -------------------------------------------------------------------------
     @property
@@ -85,7 +93,7 @@ class AguiApp:
         try:
             endpoint, args = self.url_map.bind_to_environ(environ).match()
             info["route"] = endpoint
-            if endpoint != "health":
+            if endpoint not in PUBLIC_ENDPOINTS:
                 self._authorize(request)
             handler = getattr(self, "on_" + endpoint)
             result = handler(request, info, **args)
@@ -174,6 +182,14 @@ class AguiApp:
 
     def on_metrics(self, request: Request, info: Dict[str, Any]) -> Response:
         return Response(self.metrics.render(), content_type="text/plain; version=0.0.4; charset=utf-8")
+
+    def on_console_page(self, request: Request, info: Dict[str, Any]) -> Response:
+        assert self.console is not None
+        return self.console.page(request)
+
+    def on_console_asset(self, request: Request, info: Dict[str, Any], name: str) -> Response:
+        assert self.console is not None
+        return self.console.asset(request, name)
 
     def on_cancel(self, request: Request, info: Dict[str, Any], execution_id: str) -> Response:
         body = self._read_json(request, min(self.settings.max_request_bytes, self.settings.max_cancel_bytes))

@@ -33,6 +33,7 @@ ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_RUN_LOG_TTL     --run-log-ttl
   IAC_CODE_AGUI_RUN_LOG_MAX_MB  --run-log-max-mb
   IAC_CODE_AGUI_REPLAY_MEMORY_MB --replay-memory-mb
+  IAC_CODE_AGUI_CONSOLE         0/false/off disables the web console (as --no-console)
   IAC_CODE_CONFIG_DIR           config directory (default ~/.iac-code; state goes to <dir>/agui)
 """ % os.pathsep
 
@@ -88,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
              % DEFAULT_RUN_LOG_MAX_MB)
     add("--replay-memory-mb", type=_positive_float,
         help="MB of replay frames kept in memory across all runs (default %.0f)" % DEFAULT_REPLAY_MEMORY_MB)
+    add("--no-console", action="store_true", help="do not serve the built-in web console at /console")
     add("--debug", action="store_true", help="debug logging")
     add("--log-stdout", action="store_true", help="log to stdout instead of stderr")
     add("--version", action="version", version="iaccode_agui %s" % __version__)
@@ -136,7 +138,19 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str
         run_log_ttl=_env_or_flag(args.run_log_ttl, env, "IAC_CODE_AGUI_RUN_LOG_TTL", DEFAULT_RUN_LOG_TTL),
         run_log_max_mb=_env_or_flag(args.run_log_max_mb, env, "IAC_CODE_AGUI_RUN_LOG_MAX_MB", DEFAULT_RUN_LOG_MAX_MB),
         replay_memory_mb=_env_or_flag(args.replay_memory_mb, env, "IAC_CODE_AGUI_REPLAY_MEMORY_MB",
-                                      DEFAULT_REPLAY_MEMORY_MB))
+                                      DEFAULT_REPLAY_MEMORY_MB),
+        console=console_enabled(args, env))
+
+
+def console_enabled(args: argparse.Namespace, env: Mapping[str, str]) -> bool:
+    if args.no_console:
+        return False
+    raw = (env.get("IAC_CODE_AGUI_CONSOLE") or "").strip().lower()
+    if raw in ("", "1", "true", "on", "yes"):
+        return True
+    if raw in ("0", "false", "off", "no"):
+        return False
+    raise ConfigError("IAC_CODE_AGUI_CONSOLE must be 1/true/on or 0/false/off, not %r" % raw)
 
 
 def configure_logging(debug: bool, to_stdout: bool) -> None:
@@ -199,6 +213,8 @@ def serve(settings: Settings, host: str, port: int, args: argparse.Namespace, up
     print("iaccode_agui %s listening on %s" % (__version__, server.url), flush=True)
     print("upstream: %s" % upstream_description, flush=True)
     print("state dir: %s" % settings.state_dir, flush=True)
+    if settings.console:
+        print("web console: %sconsole" % server.url, flush=True)
     if args.idle_shutdown > 0:
         _start_idle_monitor(app, args.idle_shutdown, stop, reason)
     while not stop.wait(0.5):

@@ -46,6 +46,7 @@ class Settings:
     run_log_ttl: float = DEFAULT_RUN_LOG_TTL          # seconds a finished run's log is kept
     run_log_max_mb: float = DEFAULT_RUN_LOG_MAX_MB    # total size of all run logs; 0 disables the log
     replay_memory_mb: float = DEFAULT_REPLAY_MEMORY_MB  # replay frames kept in memory, all runs together
+    console: bool = True                 # GET /console: the built-in web console (static files only)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a2a_url", normalize_a2a_url(self.a2a_url))

@@ -1,0 +1,40 @@
+// Tiny DOM helpers: every node is built with createElement/textContent, never innerHTML, so text from
+// the stream can never become markup.
+
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name === "class") node.className = value;
+    else if (name === "text") node.textContent = value;
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+export function pretty(value) {
+  try {
+    return JSON.stringify(value, null, 2);
+  } catch (error) {
+    return String(value);
+  }
+}
+
+// A <dl> of label/value pairs, skipping empty values.
+export function definitions(pairs) {
+  const list = el("dl");
+  for (const [label, value] of pairs) {
+    if (value === undefined || value === null || value === "") continue;
+    list.append(el("dt", { text: label }), el("dd", { text: String(value) }));
+  }
+  return list;
+}
+
+export function $(id) {
+  return document.getElementById(id);
+}

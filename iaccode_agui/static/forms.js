@@ -1,0 +1,172 @@
+// Interrupt forms generated from each interrupt's responseSchema.
+//
+// A schema is reduced to a list of choices (one radio each): the fixed values the choice sends (a
+// `const`, or one value of a required `enum`) and the fields the user fills in (free text, parameter
+// overrides as JSON, numbers, booleans). Anything else falls back to a JSON editor. The server validates
+// the payload against the schema; these forms only make the valid answers easy to give.
+
+import { el, definitions, pretty } from "./dom.js";
+
+let formCounter = 0;
+
+export class AnswerError extends Error {}
+
+function optionLabels(metadata) {
+  const labels = new Map();
+  for (const list of [metadata.standardOptions, metadata.options]) {
+    for (const option of Array.isArray(list) ? list : []) {
+      if (option && option.id !== undefined) labels.set(String(option.id), option.label || option.title || option.id);
+    }
+  }
+  return labels;
+}
+
+function fieldsOf(schema, skip) {
+  const required = new Set(schema.required || []);
+  return Object.entries(schema.properties || {}).filter(([name]) => !skip.has(name))
+    .map(([name, prop]) => ({ name, schema: prop || {}, required: required.has(name) }));
+}
+
+function alternative(schema, labels) {
+  const fixed = {};
+  let label = null;
+  for (const [name, prop] of Object.entries(schema.properties || {})) {
+    if (prop && Object.prototype.hasOwnProperty.call(prop, "const")) {
+      fixed[name] = prop.const;
+      label = label || prop.title || labels.get(String(prop.const)) || String(prop.const);
+    }
+  }
+  const fields = fieldsOf(schema, new Set(Object.keys(fixed)));
+  if (!label) label = fields.length === 1 && fields[0].name === "freeText" ? "Another answer (free text)"
+    : `Answer with ${fields.map((f) => f.name).join(", ") || "nothing"}`;
+  return { label, fixed, fields };
+}
+
+// The choices a schema offers, or null when only the JSON editor fits.
+export function choicesFor(schema, metadata = {}) {
+  const labels = optionLabels(metadata);
+  if (!schema || typeof schema !== "object") return null;
+  const alternatives = schema.oneOf || schema.anyOf;
+  if (Array.isArray(alternatives)) {
+    const choices = alternatives.filter((s) => s && s.type === "object").map((s) => alternative(s, labels));
+    const constants = new Set(choices.flatMap((c) => Object.values(c.fixed).map(String)));
+    // An alternative spelling (e.g. {"action": enum}) of answers already offered as constants adds nothing.
+    return choices.filter((c) => !(Object.keys(c.fixed).length === 0 && c.fields.length > 0 && c.fields.some(
+      (f) => f.required && Array.isArray(f.schema.enum) && f.schema.enum.every((v) => constants.has(String(v))))));
+  }
+  if (schema.type !== "object" || !schema.properties) return null;
+  const required = fieldsOf(schema, new Set()).filter((f) => f.required);
+  const enumField = required.length === 1 && Array.isArray(required[0].schema.enum) ? required[0] : null;
+  if (!enumField) return [{ label: "Answer", fixed: {}, fields: fieldsOf(schema, new Set()) }];
+  const rest = fieldsOf(schema, new Set([enumField.name]));
+  return enumField.schema.enum.map((value) => ({
+    label: labels.get(String(value)) || String(value), fixed: { [enumField.name]: value }, fields: rest,
+  }));
+}
+
+function fieldInput(field, id) {
+  const type = field.schema.type;
+  if (type === "boolean") return el("input", { type: "checkbox", id });
+  if (type === "number" || type === "integer") return el("input", { type: "number", id, step: type === "integer" ? 1 : "any" });
+  if (Array.isArray(field.schema.enum)) {
+    return el("select", { id }, el("option", { value: "", text: "(none)" }),
+      field.schema.enum.map((v) => el("option", { value: String(v), text: String(v) })));
+  }
+  if (type === "string") return el(field.name === "freeText" ? "textarea" : "input", { id, rows: 2, type: "text" });
+  return el("textarea", { id, rows: 3, placeholder: "JSON, e.g. {}" });
+}
+
+function readField(field, input) {
+  const type = field.schema.type;
+  if (type === "boolean") return input.checked;
+  const raw = input.value.trim();
+  if (raw === "") {
+    if (field.required) throw new AnswerError(`${field.name} is required`);
+    return undefined;
+  }
+  if (type === "number" || type === "integer") return Number(raw);
+  if (type === "string" || Array.isArray(field.schema.enum)) return type === "string" ? input.value : raw;
+  try {
+    return JSON.parse(raw);
+  } catch (error) {
+    throw new AnswerError(`${field.name} is not valid JSON: ${error.message}`);
+  }
+}
+
+function context(interrupt) {
+  const m = interrupt.metadata || {};
+  const nodes = [];
+  if (m.kind === "permission" || interrupt.reason === "tool_call") {
+    nodes.push(definitions([["tool", m.toolName], ["action", m.title], ["purpose", m.purpose], ["effect", m.effect],
+      ["target", m.target], ["read only", m.isReadOnly === undefined ? null : (m.isReadOnly ? "yes" : "no")],
+      ["summary", m.safeSummary]]));
+  }
+  const costly = (m.options || []).filter((o) => o && (o.summary || o.totalMonthlyCost !== undefined));
+  if (costly.length) {
+    nodes.push(el("ul", { class: "option-details" }, costly.map((o) => el("li", {},
+      el("strong", { text: o.label || o.id }), o.summary ? ` — ${o.summary}` : "",
+      o.totalMonthlyCost !== undefined ? ` (${o.totalMonthlyCost} per month)` : ""))));
+  }
+  if (m.deploymentSummary) nodes.push(definitions(Object.entries(m.deploymentSummary)));
+  return nodes;
+}
+
+// One interrupt: {element, collect(), tick(now)}; collect() returns the resume entry or throws AnswerError.
+export function interruptForm(interrupt) {
+  formCounter += 1;
+  const prefix = `int${formCounter}`;
+  const metadata = interrupt.metadata || {};
+  const choices = choicesFor(interrupt.responseSchema, metadata);
+  const countdown = el("span", { class: "countdown" });
+  const body = el("fieldset", { class: "interrupt", "data-interrupt-id": interrupt.id },
+    el("legend", { text: metadata.prompt || interrupt.message || "The agent needs an answer" }),
+    el("p", { class: "kind", text: `Kind: ${metadata.kind || interrupt.reason || "input"}` }, " · ", countdown),
+    context(interrupt));
+  const radios = [];
+  const inputs = [];
+  const add = (choice, index) => {
+    const id = `${prefix}-c${index}`;
+    const radio = el("input", { type: "radio", name: prefix, id, value: String(index) });
+    radios.push(radio);
+    const fields = (choice.fields || []).map((field, n) => {
+      const fid = `${id}-f${n}`;
+      const input = fieldInput(field, fid);
+      input.addEventListener("input", () => { radio.checked = true; });
+      inputs.push({ choice: index, field, input });
+      return el("div", { class: "field" }, el("label", { for: fid, text: field.name === "freeText" ? "Your answer"
+        : `${field.name}${field.required ? "" : " (optional)"}` }), input);
+    });
+    body.append(el("div", { class: "choice" }, radio, el("label", { for: id, text: choice.label }), fields));
+  };
+  const all = choices === null ? [{ label: "Answer as JSON", fixed: {}, fields: [{ name: "payload", schema: {}, required: true }] }]
+    : choices;
+  all.forEach(add);
+  add({ label: "Decline to answer (cancel this request)", fixed: {}, fields: [], cancel: true }, all.length);
+  all.push({ cancel: true });
+  if (choices === null) {
+    body.append(el("details", {}, el("summary", { text: "Response schema" }), el("pre", { text: pretty(interrupt.responseSchema) })));
+  }
+  const expires = Date.parse(interrupt.expiresAt || "");
+  return {
+    element: body,
+    expired: false,
+    tick(now) {
+      if (Number.isNaN(expires)) return;
+      const left = Math.max(0, Math.round((expires - now) / 1000));
+      this.expired = left === 0;
+      countdown.textContent = this.expired ? "expired" : `expires in ${Math.floor(left / 60)}:${String(left % 60).padStart(2, "0")}`;
+    },
+    collect() {
+      const picked = radios.findIndex((r) => r.checked);
+      if (picked < 0) throw new AnswerError(`choose an answer for "${metadata.prompt || interrupt.message || interrupt.id}"`);
+      const choice = all[picked];
+      if (choice.cancel) return { interruptId: interrupt.id, status: "cancelled" };
+      const payload = { ...choice.fixed };
+      for (const item of inputs.filter((i) => i.choice === picked)) {
+        const value = readField(item.field, item.input);
+        if (value !== undefined) payload[item.field.name] = value;
+      }
+      return { interruptId: interrupt.id, status: "resolved", payload: choices === null ? payload.payload : payload };
+    },
+  };
+}

@@ -1,0 +1,178 @@
+// Side panels: session ids, usage totals, pipeline steps and candidates, mirrored state, event log.
+
+import { el, pretty, definitions } from "./dom.js";
+import { applyPatch } from "./patch.js";
+
+const PIPELINE_EVENT = "iac-code.pipeline.v1";
+const LOG_LIMIT = 400;
+
+export class SessionPanel {
+  constructor(root) {
+    this.root = root;
+    this.value = {};
+  }
+
+  update(value) {
+    this.value = { ...value };
+    this.root.replaceChildren(definitions([["thread", value.threadId], ["run", value.aguiRunId],
+      ["execution", value.executionId], ["task", value.taskId], ["context", value.contextId],
+      ["session", value.sessionId], ["invocation", value.rosInvocationId]]));
+  }
+
+  clear() {
+    this.value = {};
+    this.root.replaceChildren(el("p", { text: "No run yet." }));
+  }
+}
+
+export class UsagePanel {
+  constructor(root) {
+    this.root = root;
+    this.clear();
+  }
+
+  clear() {
+    this.totals = { inputTokens: 0, outputTokens: 0, totalTokens: 0, cachedInputTokens: 0 };
+    this.render();
+  }
+
+  add(usage) {
+    for (const item of Array.isArray(usage) ? usage : []) {
+      for (const key of Object.keys(this.totals)) {
+        if (typeof item[key] === "number") this.totals[key] += item[key];
+      }
+    }
+    this.render();
+  }
+
+  render() {
+    const t = this.totals;
+    this.root.replaceChildren(definitions([["input tokens", t.inputTokens], ["output tokens", t.outputTokens],
+      ["cached input", t.cachedInputTokens], ["total tokens", t.totalTokens]]));
+  }
+}
+
+export class PipelinePanel {
+  constructor(root) {
+    this.root = root;
+    this.clear();
+  }
+
+  clear() {
+    this.steps = new Map();
+    this.candidates = new Map();
+    this.display = null;
+    this.activities = new Map();
+    this.history = [];
+    this.render();
+  }
+
+  step(name, status) {
+    this.steps.set(name, status);
+    this.render();
+  }
+
+  // Pipeline CUSTOM events: candidates and a short history; false for any other custom event.
+  custom(event) {
+    if (event.name !== PIPELINE_EVENT) return false;
+    const value = event.value || {};
+    const candidate = value.candidate || (value.data && value.data.candidate);
+    if (candidate && candidate.id) {
+      const known = this.candidates.get(candidate.id) || {};
+      this.candidates.set(candidate.id, { ...known, ...candidate, status: value.eventType.replace("candidate_", "") });
+    }
+    this.history.push(value.eventType + (value.status ? ` (${value.status})` : ""));
+    this.render();
+    return true;
+  }
+
+  activity(event) {
+    this.activities.set(event.messageId, event.content);
+    const snapshot = event.content && event.content.snapshot;
+    if (snapshot && snapshot.display) this.display = snapshot.display;
+    this.render();
+  }
+
+  activityDelta(event, warn) {
+    try {
+      this.activity({ ...event, content: applyPatch(this.activities.get(event.messageId) || {}, event.patch) });
+    } catch (error) {
+      warn(`activity patch rejected (${error.message}); keeping the last good snapshot`);
+    }
+  }
+
+  render() {
+    const display = this.display || {};
+    const steps = new Map(this.steps);
+    for (const step of display.steps || []) {
+      if (!steps.has(step.id)) steps.set(step.id, step.status);
+    }
+    if (steps.size === 0 && this.candidates.size === 0 && this.history.length === 0) {
+      this.root.replaceChildren(el("p", { text: "No pipeline in this thread." }));
+      return;
+    }
+    const stepItems = [...steps].map(([name, status]) => el("li", { class: `step step-${status}` },
+      el("span", { class: "mark", "aria-hidden": "true", text: status === "done" || status === "completed" ? "✓" : "…" }),
+      ` ${name} — ${status}`));
+    const candidates = new Map(this.candidates);
+    for (const c of display.candidates || []) candidates.set(c.id, { ...c, ...(candidates.get(c.id) || {}) });
+    const candidateItems = [...candidates.values()].map((c) => el("li", {},
+      `${c.name || c.label || c.id} — ${c.status || "known"}`,
+      c.totalMonthlyCost !== undefined ? ` · ${c.totalMonthlyCost}/month` : "",
+      display.selectedCandidate === c.id ? " · selected" : ""));
+    this.root.replaceChildren(
+      definitions([["status", display.status], ["current step", display.currentStep]]),
+      el("h3", { text: "Steps" }), el("ol", { class: "steps" }, stepItems),
+      candidateItems.length ? el("h3", { text: "Candidates" }) : "",
+      candidateItems.length ? el("ul", { class: "candidates" }, candidateItems) : "",
+      this.history.length ? el("details", {}, el("summary", { text: `Pipeline events (${this.history.length})` }),
+        el("ol", {}, this.history.map((h) => el("li", { text: h })))) : "");
+  }
+}
+
+export class StatePanel {
+  constructor(root) {
+    this.root = root;
+    this.clear();
+  }
+
+  clear() {
+    this.state = undefined;
+    this.root.textContent = "No state received.";
+  }
+
+  snapshot(value) {
+    this.state = value;
+    this.root.textContent = pretty(value);
+  }
+
+  // RFC 6902; a delta without a baseline or with a bad path is reported and the last good state kept.
+  delta(ops, warn) {
+    if (this.state === undefined) {
+      warn("STATE_DELTA before any STATE_SNAPSHOT; ignored until a snapshot arrives");
+      return;
+    }
+    try {
+      this.snapshot(applyPatch(this.state, ops));
+    } catch (error) {
+      warn(`state patch rejected (${error.message}); keeping the last good state`);
+    }
+  }
+}
+
+export class EventLog {
+  constructor(root) {
+    this.root = root;
+  }
+
+  clear() {
+    this.root.replaceChildren();
+  }
+
+  add(event, id) {
+    const line = el("li", {}, el("code", { text: id === null || id === undefined ? "-" : id }), ` ${event.type}`,
+      event.type === "CUSTOM" ? ` ${event.name}` : "");
+    this.root.append(line);
+    while (this.root.childElementCount > LOG_LIMIT) this.root.firstElementChild.remove();
+  }
+}
