@@ -1,4 +1,4 @@
-// Tiny DOM helpers: every node is built with createElement/textContent, never innerHTML, so text from
+// Tiny DOM helpers: every node is built with createElement/textContent, never parsed from markup, so text from
 // the stream can never become markup.
 
 export function el(tag, attrs = {}, ...children) {

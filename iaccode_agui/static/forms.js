@@ -124,23 +124,29 @@ export function interruptForm(interrupt) {
     context(interrupt));
   const radios = [];
   const inputs = [];
+  const all = choices === null ? [{ label: "Answer as JSON", fixed: {}, fields: [{ name: "payload", schema: {}, required: true }] }]
+    : choices;
+  // Fields every answer shares (e.g. parameter overrides) are shown once, after the choices.
+  const shared = all.length > 1 ? all[0].fields.filter((f) => all.every((c) => c.fields.some((g) => g.name === f.name))) : [];
+  const sharedNames = new Set(shared.map((f) => f.name));
+  const fieldNodes = (fields, choiceIndex, radio, id) => fields.map((field, n) => {
+    const fid = `${id}-f${n}`;
+    const input = fieldInput(field, fid);
+    if (radio) input.addEventListener("input", () => { radio.checked = true; });
+    inputs.push({ choice: choiceIndex, field, input });
+    return el("div", { class: "field" }, el("label", { for: fid, text: field.name === "freeText" ? "Your answer"
+      : `${field.name}${field.required ? "" : " (optional)"}` }), input);
+  });
   const add = (choice, index) => {
     const id = `${prefix}-c${index}`;
     const radio = el("input", { type: "radio", name: prefix, id, value: String(index) });
     radios.push(radio);
-    const fields = (choice.fields || []).map((field, n) => {
-      const fid = `${id}-f${n}`;
-      const input = fieldInput(field, fid);
-      input.addEventListener("input", () => { radio.checked = true; });
-      inputs.push({ choice: index, field, input });
-      return el("div", { class: "field" }, el("label", { for: fid, text: field.name === "freeText" ? "Your answer"
-        : `${field.name}${field.required ? "" : " (optional)"}` }), input);
-    });
-    body.append(el("div", { class: "choice" }, radio, el("label", { for: id, text: choice.label }), fields));
+    const own = (choice.fields || []).filter((f) => !sharedNames.has(f.name));
+    body.append(el("div", { class: "choice" }, radio, el("label", { for: id, text: choice.label }),
+      fieldNodes(own, index, radio, id)));
   };
-  const all = choices === null ? [{ label: "Answer as JSON", fixed: {}, fields: [{ name: "payload", schema: {}, required: true }] }]
-    : choices;
   all.forEach(add);
+  if (shared.length) body.append(el("div", { class: "shared" }, fieldNodes(shared, "shared", null, `${prefix}-s`)));
   add({ label: "Decline to answer (cancel this request)", fixed: {}, fields: [], cancel: true }, all.length);
   all.push({ cancel: true });
   if (choices === null) {
@@ -162,7 +168,7 @@ export function interruptForm(interrupt) {
       const choice = all[picked];
       if (choice.cancel) return { interruptId: interrupt.id, status: "cancelled" };
       const payload = { ...choice.fixed };
-      for (const item of inputs.filter((i) => i.choice === picked)) {
+      for (const item of inputs.filter((i) => i.choice === picked || i.choice === "shared")) {
         const value = readField(item.field, item.input);
         if (value !== undefined) payload[item.field.name] = value;
       }

@@ -79,7 +79,8 @@ export class PipelinePanel {
     const candidate = value.candidate || (value.data && value.data.candidate);
     if (candidate && candidate.id) {
       const known = this.candidates.get(candidate.id) || {};
-      this.candidates.set(candidate.id, { ...known, ...candidate, status: value.eventType.replace("candidate_", "") });
+      const status = value.eventType.startsWith("candidate_") ? value.eventType.slice("candidate_".length) : known.status;
+      this.candidates.set(candidate.id, { ...known, ...candidate, status });
     }
     this.history.push(value.eventType + (value.status ? ` (${value.status})` : ""));
     this.render();

@@ -1,0 +1,317 @@
+"""The web console in a real headless Chromium (selenium) against the scripted runtime.
+
+One browser session and one adapter for the whole module; the browser reaches the adapter through a TCP
+relay the tests can cut.  Screenshots of the main states go to a temporary directory (or to
+``$IACCODE_AGUI_CONSOLE_SHOTS``), printed at the end of the module.
+"""
+import json
+import os
+import shutil
+import tempfile
+from typing import Any, Callable, Iterator, List
+from urllib.parse import urlsplit
+
+import pytest
+
+from iaccode_agui.demo import DemoServer
+from tests.harness import Adapter
+from tests.tcp_relay import TcpRelay
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install '.[test]')")
+from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+CHROMEDRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
+                                reason="headless Chromium needs the chromium and chromium-driver packages "
+                                       "(apt-get install -y chromium chromium-driver)")
+SLOW_INTERVAL = 0.08   # the 'slow' scenario: 60 deltas this far apart (about 5 s)
+PIPELINE = "pipeline: deploy my web shop"
+
+
+class Stack:
+    def __init__(self, root: str) -> None:
+        self.workspace = os.path.realpath(os.path.join(root, "ws"))
+        os.mkdir(self.workspace)
+        self.demo = DemoServer.start(token="demo-token", ping_interval=0.5, slow_interval=SLOW_INTERVAL)
+        # A grace window: a cut connection or a page reload must not cancel the run before the re-attach.
+        self.adapter = Adapter(self.demo.url, self.demo.token, os.path.join(root, "state"), self.workspace,
+                               reconnect_grace=30.0)
+        parts = urlsplit(self.adapter.url)
+        self.relay = TcpRelay(parts.hostname, parts.port)
+        self.url = self.relay.url
+        self.shots = os.environ.get("IACCODE_AGUI_CONSOLE_SHOTS") or tempfile.mkdtemp(prefix="console-shots-")
+        os.makedirs(self.shots, exist_ok=True)
+
+    def stop(self) -> None:
+        self.relay.close()
+        self.adapter.stop()
+        self.demo.stop()
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    root = tempfile.mkdtemp(prefix="console-browser-")
+    made = Stack(root)
+    try:
+        yield made
+    finally:
+        made.stop()
+        print("\nconsole screenshots: %s" % made.shots)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def driver(stack: Stack) -> Iterator[Any]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000",
+                     "--disable-gpu", "--no-first-run", "--disable-extensions", "--disable-background-networking",
+                     "--disable-component-update", "--disable-sync", "--metrics-recording-only"):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+    browser = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
+    browser.set_page_load_timeout(20)
+    try:
+        yield browser
+    finally:
+        browser.quit()
+
+
+class Page:
+    """The console as a user drives it: fresh thread, workspace, message, answers."""
+
+    def __init__(self, driver: Any, stack: Stack) -> None:
+        self.driver = driver
+        self.stack = stack
+
+    def find(self, element_id: str) -> Any:
+        return self.driver.find_element(By.ID, element_id)
+
+    def wait(self, predicate: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
+        try:
+            return WebDriverWait(self.driver, timeout, poll_frequency=0.05).until(lambda _: predicate())
+        except TimeoutException:
+            self.shot("timeout")
+            raise AssertionError("timed out waiting for %s; status %r; transcript:\n%s"
+                                 % (what, self.status(), self.transcript()))
+
+    def status(self) -> str:
+        return self.find("run-status").text
+
+    def transcript(self) -> str:
+        return self.find("transcript").text
+
+    def assistant_text(self) -> str:
+        return "".join(e.text for e in self.driver.find_elements(By.CSS_SELECTOR, "#transcript .msg.assistant .text"))
+
+    def shot(self, name: str) -> str:
+        path = os.path.join(self.stack.shots, name + ".png")
+        self.driver.save_screenshot(path)
+        return path
+
+    def full_shot(self, name: str) -> str:
+        """The whole page at once (the window grown to the document's height), then the window restored."""
+        size = self.driver.get_window_size()
+        height = self.driver.execute_script("return document.documentElement.scrollHeight")
+        self.driver.set_window_size(size["width"], min(2400, height + 140))
+        self.driver.execute_script("window.scrollTo(0, 0)")
+        try:
+            return self.shot(name)
+        finally:
+            self.driver.set_window_size(size["width"], size["height"])
+
+    def open(self, *, run_mode: str = "", pipeline: str = "") -> None:
+        self.driver.get(self.stack.url + "console")
+        self.wait(lambda: self.find("server-status").text.startswith("server"), "the server probe")
+        self.find("new-thread").click()
+        self.fill("cwd", self.stack.workspace)
+        self.driver.execute_script("document.getElementById('run-mode').value = arguments[0]", run_mode)
+        self.fill("pipeline-name", pipeline)
+
+    def fill(self, element_id: str, text: str) -> None:
+        field = self.find(element_id)
+        field.clear()
+        if text:
+            field.send_keys(text)
+
+    def send(self, text: str) -> None:
+        self.fill("message", text)
+        self.find("send").click()
+
+    def settled(self) -> str:
+        return self.wait(lambda: not self.find("send").get_attribute("disabled") and self.status()
+                         not in ("Running…", "Idle") and self.status(), "the run to settle")
+
+    def choose(self, label: str) -> None:
+        self.wait(lambda: not self.find("interrupts").get_attribute("hidden"), "an interrupt form")
+        labels = self.driver.find_elements(By.CSS_SELECTOR, "#interrupt-forms .choice > label")
+        match = [item for item in labels if item.text == label]
+        assert match, "no choice %r among %r" % (label, [item.text for item in labels])
+        match[0].click()
+
+    def answer(self) -> str:
+        self.find("send-answers").click()
+        return self.settled()
+
+    def requests(self) -> List[str]:
+        urls = []
+        for entry in self.driver.get_log("performance"):
+            message = json.loads(entry["message"])["message"]
+            if message.get("method") == "Network.requestWillBeSent":
+                urls.append(message["params"]["request"]["url"])
+        return urls
+
+    def assert_same_origin(self) -> None:
+        urls = self.requests()
+        assert urls, "the performance log recorded no request"
+        origin = self.stack.url.rstrip("/")
+        foreign = [u for u in urls if not u.startswith(origin + "/")]
+        assert not foreign, foreign
+
+
+@pytest.fixture
+def page(driver: Any, stack: Stack) -> Page:
+    made = Page(driver, stack)
+    driver.set_window_size(1280, 1000)
+    driver.get(stack.url + "console")
+    driver.execute_script("localStorage.clear(); sessionStorage.clear();")
+    made.requests()  # drain the log of the previous test
+    return made
+
+
+def test_hello_renders_text_session_and_usage(page):
+    page.open()
+    page.send("hello")
+    assert page.settled() == "Finished: success."
+    assert "Hello! I am the scripted runtime. You said: hello" in page.assistant_text()
+    assert "Reasoning" in page.transcript()
+    assert page.find("session-panel").text.count("execution") == 1
+    assert "total tokens\n124" in page.find("usage-panel").text
+    assert page.driver.find_element(By.CSS_SELECTOR, "#thread-list li.current").text.startswith("hello")
+    page.shot("hello")
+    page.assert_same_origin()
+
+
+def test_write_permission_by_keyboard_renders_result_and_artifact(page):
+    page.open()
+    page.find("message").send_keys("please write a file", Keys.CONTROL, Keys.ENTER)
+    assert page.settled() == "Waiting for your answer."
+    form = page.find("interrupt-forms").text
+    assert "Change a workspace file" in form and "Kind: permission" in form and "expires in" in form
+    page.full_shot("permission")
+    # keyboard only: the first choice has the focus; Space picks it, Tab reaches the submit button
+    active = page.driver.switch_to.active_element
+    assert active.get_attribute("type") == "radio"
+    active.send_keys(Keys.SPACE)
+    page.driver.switch_to.active_element.send_keys(Keys.TAB)
+    assert page.driver.switch_to.active_element.get_attribute("id") == "send-answers"
+    page.driver.switch_to.active_element.send_keys(Keys.ENTER)
+    assert page.settled() == "Finished: success."
+    card = page.driver.find_element(By.CSS_SELECTOR, "article.tool").text
+    assert "Tool: write_file — done" in card and "Successfully wrote 1 lines" in card
+    assert '"path": "hello.txt"' in card
+    assert "Artifact: hello.txt" in page.driver.find_element(By.CSS_SELECTOR, "article.artifact").text
+    assert os.path.isfile(os.path.join(page.stack.workspace, "hello.txt"))
+    assert "Done: hello.txt was written." in page.assistant_text()
+    page.shot("write-allowed")
+    page.assert_same_origin()
+
+
+def test_question_answered_with_free_text(page):
+    page.open()
+    page.send("a question for you")
+    assert page.settled() == "Waiting for your answer."
+    page.find("send-answers").click()
+    page.wait(lambda: "choose an answer" in page.find("interrupt-error").text, "the missing-answer message")
+    field = page.driver.find_element(By.CSS_SELECTOR, "#interrupt-forms textarea")
+    field.send_keys("Shanghai, please")
+    assert page.answer() == "Finished: success."
+    assert "You chose: Shanghai, please." in page.assistant_text()
+    page.assert_same_origin()
+
+
+def test_slow_run_cancelled(page):
+    page.open()
+    page.send("slow")
+    page.wait(lambda: "slow-2" in page.assistant_text(), "a few slow deltas")
+    page.wait(lambda: "execution" in page.find("session-panel").text, "the session event")
+    page.find("cancel").click()
+    status = page.settled()
+    assert "CANCELLED" in status, status
+    assert "Cancel: cancelled" in page.transcript()
+    assert "slow-59" not in page.assistant_text()
+    page.shot("cancelled")
+    page.assert_same_origin()
+
+
+def _slow_text() -> str:
+    return "".join("slow-%d " % i for i in range(60)).strip()
+
+
+def test_cut_connection_reattaches_and_completes_the_text(page):
+    page.open()
+    page.send("slow")
+    page.wait(lambda: "slow-5" in page.assistant_text(), "the run under way")
+    assert page.stack.relay.cut() >= 1
+    page.wait(lambda: "reconnecting" in page.transcript(), "the reconnect notice", timeout=5)
+    assert page.settled() == "Finished: success."
+    assert "Re-attached after event" in page.transcript()
+    assert page.assistant_text().replace("\n", " ").split() == _slow_text().split()
+    page.shot("reattached")
+    page.assert_same_origin()
+
+
+def test_page_reload_mid_run_reattaches(page):
+    page.open()
+    page.send("slow")
+    page.wait(lambda: "slow-5" in page.assistant_text(), "the run under way")
+    page.driver.refresh()
+    page.wait(lambda: "re-attaching" in page.transcript(), "the re-attach after the reload")
+    assert page.settled() == "Finished: success."
+    assert page.assistant_text().replace("\n", " ").split() == _slow_text().split()
+    page.assert_same_origin()
+
+
+def test_pipeline_steps_candidates_selection_and_confirmation(page):
+    page.open(run_mode="pipeline", pipeline="selling")
+    page.send(PIPELINE)
+    assert page.settled() == "Waiting for your answer."
+    assert "intent_parsing — done" in page.find("pipeline-panel").text
+    page.choose("Hangzhou")
+    assert page.answer() == "Waiting for your answer."           # a candidate's deploy permission
+    page.choose("Allow once")
+    assert page.answer() == "Waiting for your answer."           # the candidate selection
+    assert "1650 per month" in page.find("interrupt-forms").text
+    page.choose("Plan B: ACK + PolarDB")
+    assert page.answer() == "Waiting for your answer."           # the deployment confirmation
+    assert "stackName" in page.find("interrupt-forms").text
+    page.shot("pipeline-confirmation")
+    page.choose("Deploy now")
+    overrides = page.driver.find_elements(By.CSS_SELECTOR, "#interrupt-forms textarea")[0]
+    overrides.send_keys("{not json")
+    page.find("send-answers").click()
+    page.wait(lambda: "not valid JSON" in page.find("interrupt-error").text, "the JSON complaint")
+    overrides.clear()
+    assert page.answer() == "Finished: success."
+    panel = page.find("pipeline-panel").text
+    for step in ("intent_parsing — done", "architecture — done", "deploy — done"):
+        assert step in panel, panel
+    assert "Plan B: ACK + PolarDB" in panel and "selected" in panel
+    page.shot("pipeline-done")
+    page.assert_same_origin()
+
+
+def test_narrow_screen_has_no_horizontal_scroll(page):
+    page.driver.set_window_size(360, 900)
+    page.open()
+    page.send("please write a file")
+    assert page.settled() == "Waiting for your answer."
+    width = page.driver.execute_script("return document.documentElement.clientWidth")
+    scroll = page.driver.execute_script("return document.documentElement.scrollWidth")
+    assert scroll <= width, (scroll, width)
+    page.shot("narrow-360")
+    page.assert_same_origin()
