@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from iaccode_agui import errors
 from iaccode_agui.demo import DemoServer
 from tests.harness import Adapter
 from tests.tcp_relay import TcpRelay
@@ -21,7 +22,7 @@ webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not in
 from selenium.common.exceptions import TimeoutException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -87,6 +88,7 @@ class Page:
     def __init__(self, driver: Any, stack: Stack) -> None:
         self.driver = driver
         self.stack = stack
+        self.url = stack.url     # the origin the page is loaded from (through the relay by default)
 
     def find(self, element_id: str) -> Any:
         return self.driver.find_element(By.ID, element_id)
@@ -125,7 +127,7 @@ class Page:
             self.driver.set_window_size(size["width"], size["height"])
 
     def open(self, *, run_mode: str = "", pipeline: str = "") -> None:
-        self.driver.get(self.stack.url + "console")
+        self.driver.get(self.url + "console")
         self.wait(lambda: self.find("server-status").text.startswith("server"), "the server probe")
         self.find("new-thread").click()
         self.fill("cwd", self.stack.workspace)
@@ -168,7 +170,7 @@ class Page:
     def assert_same_origin(self) -> None:
         urls = self.requests()
         assert urls, "the performance log recorded no request"
-        origin = self.stack.url.rstrip("/")
+        origin = self.url.rstrip("/")
         foreign = [u for u in urls if not u.startswith(origin + "/")]
         assert not foreign, foreign
 
@@ -314,4 +316,39 @@ def test_narrow_screen_has_no_horizontal_scroll(page):
     scroll = page.driver.execute_script("return document.documentElement.scrollWidth")
     assert scroll <= width, (scroll, width)
     page.shot("narrow-360")
+    page.assert_same_origin()
+
+
+def test_token_is_asked_for_kept_in_the_tab_and_sent_as_a_bearer_header(page, stack):
+    guarded = Adapter(stack.demo.url, stack.demo.token, tempfile.mkdtemp(prefix="console-auth-"), stack.workspace,
+                      auth_token="s3cret-token")
+    try:
+        page.url = guarded.url
+        page.open()
+        page.requests()  # the previous page (on the relay's origin) may still have been probing
+        page.send("hello")
+        page.wait(lambda: page.find("token-dialog").is_displayed(), "the token dialog")
+        assert "UNAUTHORIZED" in page.status()
+        page.find("token-input").send_keys("s3cret-token", Keys.ENTER)
+        page.wait(lambda: not page.find("token-dialog").is_displayed(), "the dialog to close")
+        assert page.find("message").get_attribute("value") == "hello"    # kept for the second try
+        assert page.driver.execute_script("return sessionStorage.getItem('iaccode_agui.token')") == '"s3cret-token"'
+        assert "s3cret" not in page.driver.current_url
+        page.find("send").click()
+        assert page.settled() == "Finished: success."
+        page.assert_same_origin()
+    finally:
+        guarded.stop()
+
+
+def test_language_picker_sends_accept_language(page):
+    with open(os.path.join(os.path.dirname(errors.__file__), "catalogs", "fr.json"), encoding="utf-8") as handle:
+        french = json.load(handle)[errors.MSG_CWD_NOT_ABSOLUTE]
+    page.open()
+    page.fill("cwd", "relative/path")
+    Select(page.find("language")).select_by_value("fr")
+    page.send("hello")
+    status = page.settled()
+    assert status == "Error INVALID_INPUT: %s" % french, status
+    Select(page.find("language")).select_by_value("")
     page.assert_same_origin()

@@ -185,6 +185,7 @@ function startRun(text, resume) {
     return;
   }
   const body = runBody(text, resume);
+  ui.lastText = text;
   if (text !== null) transcript.userMessage(text);
   prefs.set({ ...prefs.get(), cwd: $("cwd").value.trim() });
   saveThread({ title: ui.thread.title || (text || "").slice(0, 40), lastRunId: body.runId, lastOutcome: "running" });
@@ -238,7 +239,10 @@ function finish(result) {
     saveThread({ lastOutcome: "left" });
   } else if (result.error) {
     const { code, message, status } = result.error;
-    if (status === 401) askToken(message);
+    if (status === 401) {
+      if (ui.lastText && !$("message").value) $("message").value = ui.lastText;  // send it again after the token
+      askToken(message);
+    }
     setStatus(`Error ${code}: ${message}`, "error");
     transcript.notice(`${code}: ${message}`, "error");
     saveThread({ lastOutcome: `error ${code}` });

@@ -111,68 +111,94 @@ function context(interrupt) {
   return nodes;
 }
 
-// One interrupt: {element, collect(), tick(now)}; collect() returns the resume entry or throws AnswerError.
-export function interruptForm(interrupt) {
-  formCounter += 1;
-  const prefix = `int${formCounter}`;
-  const metadata = interrupt.metadata || {};
-  const choices = choicesFor(interrupt.responseSchema, metadata);
-  const countdown = el("span", { class: "countdown" });
-  const body = el("fieldset", { class: "interrupt", "data-interrupt-id": interrupt.id },
-    el("legend", { text: metadata.prompt || interrupt.message || "The agent needs an answer" }),
-    el("p", { class: "kind", text: `Kind: ${metadata.kind || interrupt.reason || "input"}` }, " · ", countdown),
-    context(interrupt));
-  const radios = [];
-  const inputs = [];
-  const all = choices === null ? [{ label: "Answer as JSON", fixed: {}, fields: [{ name: "payload", schema: {}, required: true }] }]
-    : choices;
-  // Fields every answer shares (e.g. parameter overrides) are shown once, after the choices.
-  const shared = all.length > 1 ? all[0].fields.filter((f) => all.every((c) => c.fields.some((g) => g.name === f.name))) : [];
-  const sharedNames = new Set(shared.map((f) => f.name));
-  const fieldNodes = (fields, choiceIndex, radio, id) => fields.map((field, n) => {
-    const fid = `${id}-f${n}`;
-    const input = fieldInput(field, fid);
-    if (radio) input.addEventListener("input", () => { radio.checked = true; });
-    inputs.push({ choice: choiceIndex, field, input });
-    return el("div", { class: "field" }, el("label", { for: fid, text: field.name === "freeText" ? "Your answer"
-      : `${field.name}${field.required ? "" : " (optional)"}` }), input);
-  });
-  const add = (choice, index) => {
-    const id = `${prefix}-c${index}`;
-    const radio = el("input", { type: "radio", name: prefix, id, value: String(index) });
-    radios.push(radio);
-    const own = (choice.fields || []).filter((f) => !sharedNames.has(f.name));
-    body.append(el("div", { class: "choice" }, radio, el("label", { for: id, text: choice.label }),
-      fieldNodes(own, index, radio, id)));
-  };
-  all.forEach(add);
-  if (shared.length) body.append(el("div", { class: "shared" }, fieldNodes(shared, "shared", null, `${prefix}-s`)));
-  add({ label: "Decline to answer (cancel this request)", fixed: {}, fields: [], cancel: true }, all.length);
-  all.push({ cancel: true });
-  if (choices === null) {
-    body.append(el("details", {}, el("summary", { text: "Response schema" }), el("pre", { text: pretty(interrupt.responseSchema) })));
+const JSON_ANSWER = { label: "Answer as JSON", fixed: {}, fields: [{ name: "payload", schema: {}, required: true }] };
+const DECLINE = { label: "Decline to answer (cancel this request)", fixed: {}, fields: [], cancel: true };
+
+function fieldLabel(field) {
+  return field.name === "freeText" ? "Your answer" : `${field.name}${field.required ? "" : " (optional)"}`;
+}
+
+// One interrupt's form: element, collect() (the resume entry, or AnswerError), tick(now) for the countdown.
+class InterruptForm {
+  constructor(interrupt) {
+    formCounter += 1;
+    this.prefix = `int${formCounter}`;
+    this.interrupt = interrupt;
+    this.metadata = interrupt.metadata || {};
+    this.schemaChoices = choicesFor(interrupt.responseSchema, this.metadata);
+    this.choices = [...(this.schemaChoices || [JSON_ANSWER]), DECLINE];
+    this.radios = [];
+    this.inputs = [];
+    this.expired = false;
+    this.expires = Date.parse(interrupt.expiresAt || "");
+    this.countdown = el("span", { class: "countdown" });
+    this.element = el("fieldset", { class: "interrupt", "data-interrupt-id": interrupt.id },
+      el("legend", { text: this.question() }),
+      el("p", { class: "kind", text: `Kind: ${this.metadata.kind || interrupt.reason || "input"}` }, " · ", this.countdown),
+      context(interrupt));
+    this.build();
   }
-  const expires = Date.parse(interrupt.expiresAt || "");
-  return {
-    element: body,
-    expired: false,
-    tick(now) {
-      if (Number.isNaN(expires)) return;
-      const left = Math.max(0, Math.round((expires - now) / 1000));
-      this.expired = left === 0;
-      countdown.textContent = this.expired ? "expired" : `expires in ${Math.floor(left / 60)}:${String(left % 60).padStart(2, "0")}`;
-    },
-    collect() {
-      const picked = radios.findIndex((r) => r.checked);
-      if (picked < 0) throw new AnswerError(`choose an answer for "${metadata.prompt || interrupt.message || interrupt.id}"`);
-      const choice = all[picked];
-      if (choice.cancel) return { interruptId: interrupt.id, status: "cancelled" };
-      const payload = { ...choice.fixed };
-      for (const item of inputs.filter((i) => i.choice === picked || i.choice === "shared")) {
-        const value = readField(item.field, item.input);
-        if (value !== undefined) payload[item.field.name] = value;
+
+  question() {
+    return this.metadata.prompt || this.interrupt.message || "The agent needs an answer";
+  }
+
+  // Fields every answer shares (e.g. parameter overrides) are shown once, after the choices.
+  build() {
+    const answers = this.choices.filter((c) => !c.cancel);
+    const shared = answers.length > 1 ? answers[0].fields.filter(
+      (f) => answers.every((c) => c.fields.some((g) => g.name === f.name))) : [];
+    const sharedNames = new Set(shared.map((f) => f.name));
+    this.choices.forEach((choice, index) => {
+      const id = `${this.prefix}-c${index}`;
+      const radio = el("input", { type: "radio", name: this.prefix, id, value: String(index) });
+      this.radios.push(radio);
+      const own = choice.fields.filter((f) => !sharedNames.has(f.name));
+      if (choice.cancel && shared.length) {
+        this.element.append(el("div", { class: "shared" }, this.fieldNodes(shared, "shared", null, `${this.prefix}-s`)));
       }
-      return { interruptId: interrupt.id, status: "resolved", payload: choices === null ? payload.payload : payload };
-    },
-  };
+      this.element.append(el("div", { class: "choice" }, radio, el("label", { for: id, text: choice.label }),
+        this.fieldNodes(own, index, radio, id)));
+    });
+    if (this.schemaChoices === null) {
+      this.element.append(el("details", {}, el("summary", { text: "Response schema" }),
+        el("pre", { text: pretty(this.interrupt.responseSchema) })));
+    }
+  }
+
+  fieldNodes(fields, choice, radio, id) {
+    return fields.map((field, n) => {
+      const fid = `${id}-f${n}`;
+      const input = fieldInput(field, fid);
+      if (radio) input.addEventListener("input", () => { radio.checked = true; });
+      this.inputs.push({ choice, field, input });
+      return el("div", { class: "field" }, el("label", { for: fid, text: fieldLabel(field) }), input);
+    });
+  }
+
+  tick(now) {
+    if (Number.isNaN(this.expires)) return;
+    const left = Math.max(0, Math.round((this.expires - now) / 1000));
+    this.expired = left === 0;
+    this.countdown.textContent = this.expired ? "expired"
+      : `expires in ${Math.floor(left / 60)}:${String(left % 60).padStart(2, "0")}`;
+  }
+
+  collect() {
+    const picked = this.radios.findIndex((r) => r.checked);
+    if (picked < 0) throw new AnswerError(`choose an answer for "${this.question()}"`);
+    const choice = this.choices[picked];
+    if (choice.cancel) return { interruptId: this.interrupt.id, status: "cancelled" };
+    const payload = { ...choice.fixed };
+    for (const item of this.inputs.filter((i) => i.choice === picked || i.choice === "shared")) {
+      const value = readField(item.field, item.input);
+      if (value !== undefined) payload[item.field.name] = value;
+    }
+    return { interruptId: this.interrupt.id, status: "resolved",
+      payload: this.schemaChoices === null ? payload.payload : payload };
+  }
+}
+
+export function interruptForm(interrupt) {
+  return new InterruptForm(interrupt);
 }

@@ -83,3 +83,41 @@ test("a bad path is reported, not a crash, and the patch is all or nothing", () 
   assert.deepEqual(doc, { done: 0 });
   assert.throws(() => parsePointer("/a~2"), /bad escape/);
 });
+
+import { choicesFor } from "../../iaccode_agui/static/forms.js";
+
+const pick = (id, title) => ({ type: "object", properties: { selectedId: { type: "string", const: id, title } },
+  required: ["selectedId"], additionalProperties: false });
+
+test("permission: one choice per enum value, labelled from the options", () => {
+  const schema = { type: "object", properties: { decision: { type: "string", enum: ["allow_once", "deny"] } },
+    required: ["decision"], additionalProperties: false };
+  const choices = choicesFor(schema, { options: [{ id: "allow_once", label: "Allow once" }, { id: "deny", label: "Deny" }] });
+  assert.deepEqual(choices.map((c) => [c.label, c.fixed, c.fields]), [
+    ["Allow once", { decision: "allow_once" }, []], ["Deny", { decision: "deny" }, []]]);
+});
+
+test("question: constants plus a free-text alternative", () => {
+  const schema = { oneOf: [pick("cn-hangzhou", "Hangzhou"), pick("cn-beijing", "Beijing"), { type: "object",
+    properties: { freeText: { type: "string", minLength: 1 } }, required: ["freeText"] }] };
+  const choices = choicesFor(schema, {});
+  assert.deepEqual(choices.map((c) => c.label), ["Hangzhou", "Beijing", "Another answer (free text)"]);
+  assert.deepEqual(choices[2].fields.map((f) => [f.name, f.required]), [["freeText", true]]);
+});
+
+test("confirmation: the action spelling of the same answers is not offered twice; overrides stay", () => {
+  const withOverrides = (s) => ({ ...s, properties: { ...s.properties, parameter_overrides: { type: "object" } } });
+  const schema = { oneOf: [withOverrides(pick("confirm", "Deploy now")), withOverrides(pick("cancel", "Cancel")),
+    { type: "object", properties: { action: { type: "string", enum: ["confirm", "cancel"] },
+      parameter_overrides: { type: "object" } }, required: ["action"] }] };
+  const choices = choicesFor(schema, {});
+  assert.deepEqual(choices.map((c) => c.label), ["Deploy now", "Cancel"]);
+  assert.deepEqual(choices[0].fields.map((f) => [f.name, f.required]), [["parameter_overrides", false]]);
+});
+
+test("a schema the forms do not understand falls back to the JSON editor", () => {
+  assert.equal(choicesFor({ type: "array" }, {}), null);
+  assert.equal(choicesFor(undefined, {}), null);
+  assert.deepEqual(choicesFor({ type: "object", properties: { note: { type: "string" } } }, {})[0].fields
+    .map((f) => f.name), ["note"]);
+});
