@@ -65,23 +65,33 @@ async function probe() {
   } catch (error) {
     parts.push(`server unreachable (${error.message})`);
   }
-  try {
-    const ready = await getJson("ready");
-    parts.push(ready.status === "ready" || ready.ready === true || ready.status === "ok" ? "ready" : `ready: ${ready.status}`);
-  } catch (error) {
-    if (error.status === 503) parts.push(`not ready: ${error.message}`);
-    else if (error.status !== 404) parts.push(`ready check: ${error.code}`);
-  }
+  parts.push(await readiness());
   try {
     const capabilities = await getJson("capabilities");
     $("capabilities-panel").textContent = pretty(capabilities);
     ui.defaults = defaultsFrom(capabilities);
     if (!$("cwd").value && ui.defaults.cwd) $("cwd").value = ui.defaults.cwd;
+    if (ui.defaults.serverCwd) $("cwd").placeholder = "empty: the server's default workspace";
+    if (ui.defaults.grace === 0) parts.push("no reconnect grace: a dropped connection cancels a run");
   } catch (error) {
     $("capabilities-panel").textContent = error.status === 404 ? "This server does not publish /capabilities."
       : `Capabilities unavailable: ${error.code} ${error.message}`;
   }
-  $("server-status").textContent = parts.join(" · ");
+  $("server-status").textContent = parts.filter(Boolean).join(" · ");
+}
+
+// GET /ready: 200 ready, 503 with the failing checks named; a server without it answers 404 (said nothing).
+async function readiness() {
+  try {
+    const response = await fetch(new URL("ready", API), { headers: headers(), cache: "no-store" });
+    if (response.status === 404) return "";
+    const body = await response.json().catch(() => ({}));
+    if (response.ok) return "ready";
+    const failing = Array.isArray(body.failing) ? body.failing.join(", ") : "";
+    return `not ready${failing ? `: ${failing}` : ` (HTTP ${response.status})`}`;
+  } catch (error) {
+    return `ready check failed (${error.message})`;
+  }
 }
 
 // Workspace and run-mode defaults wherever the capabilities document names them.
@@ -96,6 +106,9 @@ function defaultsFrom(doc) {
     }
   };
   walk(doc, 0);
+  const iac = (doc.custom && doc.custom.iacCode) || {};
+  found.serverCwd = iac.serverDefaults === true;        // forwardedProps may then be left out
+  if (typeof iac.reconnectGraceSeconds === "number") found.grace = iac.reconnectGraceSeconds;
   return found;
 }
 
@@ -171,15 +184,18 @@ function runBody(text, resume) {
   const iac = { schemaVersion: 1, rosInvocationId: ui.thread.rosInvocationId, cwd: $("cwd").value.trim() };
   if ($("run-mode").value) iac.runMode = $("run-mode").value;
   if ($("pipeline-name").value.trim()) iac.pipelineName = $("pipeline-name").value.trim();
+  // A server with its own default workspace takes a plain RunAgentInput (forwardedProps {}).
+  const plain = !iac.cwd && ui.defaults.serverCwd && !iac.runMode && !iac.pipelineName;
   const body = { threadId: ui.thread.threadId, runId: newId("run"), state: {}, tools: [], context: [],
-    messages: text === null ? [] : [{ id: newId("msg"), role: "user", content: text }], forwardedProps: { iacCode: iac } };
+    messages: text === null ? [] : [{ id: newId("msg"), role: "user", content: text }],
+    forwardedProps: plain ? {} : { iacCode: iac } };
   if (resume) body.resume = resume;
   return body;
 }
 
 function startRun(text, resume) {
   if (ui.connection) return;
-  if (!$("cwd").value.trim()) {
+  if (!$("cwd").value.trim() && !ui.defaults.serverCwd) {
     setStatus("Enter a workspace directory (cwd) first.", "error");
     $("cwd").focus();
     return;
@@ -198,14 +214,13 @@ async function follow(body, lastEventId) {
   $("interrupts").hidden = true;
   setBusy(true);
   setStatus(lastEventId === null ? "Running…" : "Re-attaching to the run in progress…", "busy");
-  activeRun.set({ body, lastEventId });
+  activeRun.set({ body });   // a reload re-attaches to this run and replays it from its first event
   const connection = new RunConnection({
     url: API, body, headers, lastEventId,
     onEvent: (event, id) => {
       if (event.type === "CUSTOM" && event.name === SESSION_EVENT && event.value) ui.executionId = event.value.executionId;
       transcript.event(event);
       log.add(event, id);
-      activeRun.set({ body, lastEventId: id ?? connection.lastEventId });
     },
     onStatus: (state, detail) => {
       if (state === "reconnecting") {
@@ -273,7 +288,9 @@ async function cancelRun() {
   try {
     const response = await fetch(new URL(path, API), { method: "POST", cache: "no-store",
       headers: { ...headers(), "Content-Type": "application/json" },
-      body: JSON.stringify({ threadId: ui.thread.threadId, rosInvocationId: ui.thread.rosInvocationId }) });
+      // The session event names the invocation (the server derives it when forwardedProps was left out).
+      body: JSON.stringify({ threadId: ui.thread.threadId,
+        rosInvocationId: panels.session.value.rosInvocationId || ui.thread.rosInvocationId }) });
     if (!response.ok) throw await httpError(response);
     transcript.notice(`Cancel: ${(await response.json()).status}`);
   } catch (error) {
