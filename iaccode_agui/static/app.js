@@ -242,13 +242,25 @@ async function follow(body, lastEventId) {
     result = { error: { code: "CLIENT_ERROR", message: error.message } };
   } finally {
     ui.connection = null;
-    activeRun.set(null);
+    if (!ui.leaving) activeRun.set(null);   // a reload must find the run to re-attach to
     setBusy(false);
   }
-  finish(result);
+  finish(result, Array.isArray(body.resume));
 }
 
-function finish(result) {
+// Errors after which the server no longer waits for the answers that were pending.
+const ENDS_INTERRUPTS = new Set(["CANCELLED", "RUN_CANCELLED", "EXECUTION_EXPIRED", "EXECUTION_LOST",
+  "RESUME_ALREADY_APPLIED", "A2A_EXECUTION_FAILED"]);
+
+function failed(code, message, resumed) {
+  setStatus(`Error ${code}: ${message}`, "error");
+  // A refused or failed resume leaves the questions open: show them again so they can be re-answered.
+  const pending = resumed && !ENDS_INTERRUPTS.has(code) ? ui.thread.pending || [] : [];
+  saveThread({ lastOutcome: `error ${code}`, pending });
+  showInterrupts(pending);
+}
+
+function finish(result, resumed) {
   if (result.aborted) {
     setStatus("Stopped following the run.");
     saveThread({ lastOutcome: "left" });
@@ -258,13 +270,10 @@ function finish(result) {
       if (ui.lastText && !$("message").value) $("message").value = ui.lastText;  // send it again after the token
       askToken(message);
     }
-    setStatus(`Error ${code}: ${message}`, "error");
     transcript.notice(`${code}: ${message}`, "error");
-    saveThread({ lastOutcome: `error ${code}` });
+    failed(code, message, resumed);
   } else if (result.terminal.type === "RUN_ERROR") {
-    setStatus(`Error ${result.terminal.code}: ${result.terminal.message}`, "error");
-    saveThread({ lastOutcome: `error ${result.terminal.code}`, pending: [] });
-    showInterrupts([]);
+    failed(result.terminal.code, result.terminal.message, resumed);
   } else {
     const outcome = result.terminal.outcome || { type: "success" };
     const pending = outcome.type === "interrupt" ? outcome.interrupts || [] : [];
@@ -326,6 +335,7 @@ function wire() {
   $("token-clear").addEventListener("click", () => { token.set(""); $("token-input").value = ""; });
   $("token-close").addEventListener("click", () => $("token-dialog").close());
   setInterval(tick, 1000);
+  window.addEventListener("pagehide", () => { ui.leaving = true; });
 }
 
 function start() {
