@@ -365,6 +365,8 @@ class RunProjector:
         return found
 
     def _classify(self, state: TaskState, inputs: Discovered) -> Inputs:
+        if not inputs:
+            return Inputs.AWAITED if self.answering and state is TaskState.INPUT_REQUIRED else Inputs.NONE
         ids = [value["inputId"] for value, _ in inputs]
         if self.answering and state is TaskState.INPUT_REQUIRED and all(i in self.answering for i in ids):
             return Inputs.AWAITED      # the runtime waits for the next answer of this resume

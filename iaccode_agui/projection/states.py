@@ -20,8 +20,14 @@ class TaskState(enum.Enum):
     FAILED = "failed"
     REJECTED = "rejected"
 
+    # Members are singletons: identity hashing keeps the per-frame table lookups in C.
+    __hash__ = object.__hash__
+
     @classmethod
     def of(cls, raw: object) -> "TaskState":
+        known = _BY_RAW.get(raw) if isinstance(raw, str) else None
+        if known is not None:
+            return known
         name = dialect.normalize_state(raw)
         if not name:
             return cls.UNSEEN
@@ -44,6 +50,8 @@ class TaskState(enum.Enum):
 
 
 _BY_NAME = {member.value: member for member in TaskState if member is not TaskState.UNSEEN}
+# The spelling the runtime sends on every frame, looked up before any normalisation.
+_BY_RAW = {"TASK_STATE_" + name.upper().replace("-", "_"): member for name, member in _BY_NAME.items()}
 _TERMINAL = frozenset({TaskState.COMPLETED, TaskState.FAILED, TaskState.REJECTED, TaskState.CANCELED})
 _FAILED = frozenset({TaskState.FAILED, TaskState.REJECTED, TaskState.AUTH_REQUIRED})
 
@@ -60,6 +68,7 @@ class Outcome(str, enum.Enum):
 
 class Inputs(enum.Enum):
     """What a non-terminal frame shows about required inputs, relative to what the run already knows."""
+    __hash__ = object.__hash__
     AWAITED = "awaited"    # input-required only for answers this resume is still about to send
     FRESH = "fresh"        # at least one input that is not pending yet
     KNOWN = "known"        # inputs, all of them pending already
