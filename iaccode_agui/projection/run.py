@@ -25,7 +25,7 @@ from iaccode_agui.projection.effects import (BindSession, BindTask, CommitInterr
 from iaccode_agui.projection.events import Event
 from iaccode_agui.projection.pipeline import PipelineMapper
 from iaccode_agui.projection.spans import SpanTracker
-from iaccode_agui.projection.states import BOUNDARY, TERMINAL_STEP, Inputs, Outcome, Step, TaskState
+from iaccode_agui.projection.states import BOUNDARY, FAILED, TERMINAL_STEP, Inputs, Outcome, Step, TaskState
 from iaccode_agui.projection.textreplay import digests_of, new_suffix
 from iaccode_agui.projection.usage import UsageLedger
 from iaccode_agui.state.model import Execution, PendingInterrupt
@@ -263,7 +263,7 @@ class RunProjector:
     def _identity(self, kind: str, obj: Dict[str, Any]) -> List[Output]:
         out: List[Output] = []
         task_id = dialect.frame_task_id(kind, obj) if kind != "message" else obj.get("taskId")
-        if isinstance(task_id, str) and task_id:
+        if isinstance(task_id, str) and task_id and task_id != self.task_id:
             out.extend(self._bind_task(task_id))
         context_id = obj.get("contextId")
         if isinstance(context_id, str) and context_id and context_id != self.ctx.context_id:
@@ -365,8 +365,6 @@ class RunProjector:
         return found
 
     def _classify(self, state: TaskState, inputs: Discovered) -> Inputs:
-        if not inputs:
-            return Inputs.AWAITED if self.answering and state is TaskState.INPUT_REQUIRED else Inputs.NONE
         ids = [value["inputId"] for value, _ in inputs]
         if self.answering and state is TaskState.INPUT_REQUIRED and all(i in self.answering for i in ids):
             return Inputs.AWAITED      # the runtime waits for the next answer of this resume
@@ -375,12 +373,17 @@ class RunProjector:
         return Inputs.KNOWN if inputs else Inputs.NONE
 
     def _boundary(self, state: TaskState, iac: Dict[str, Any], status: Dict[str, Any]) -> List[Output]:
-        if state.failed:
+        if state in FAILED:
             return self.fail("A2A_EXECUTION_FAILED", errors.MSG_A2A_EXECUTION_FAILED)
         if state in TERMINAL_STEP:
             return self._take(TERMINAL_STEP[state], [], status)
         inputs = self._new_inputs(iac)
-        return self._take(BOUNDARY[(state, self._classify(state, inputs))], inputs, status)
+        if not inputs and not self.answering:
+            kind = Inputs.NONE        # the common frame: no input at all, no answer outstanding
+        else:
+            kind = self._classify(state, inputs)
+        step = BOUNDARY[(state, kind)]
+        return [] if step is Step.READ_ON else self._take(step, inputs, status)
 
     def _take(self, step: Step, inputs: Discovered, status: Dict[str, Any]) -> List[Output]:
         if step is Step.INTERRUPT:

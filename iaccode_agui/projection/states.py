@@ -41,7 +41,7 @@ class TaskState(enum.Enum):
     @property
     def failed(self) -> bool:
         """The run ends as an execution failure (auth-required cannot be answered through AG-UI)."""
-        return self in _FAILED
+        return self in FAILED
 
     @property
     def success(self) -> bool:
@@ -53,7 +53,7 @@ _BY_NAME = {member.value: member for member in TaskState if member is not TaskSt
 # The spelling the runtime sends on every frame, looked up before any normalisation.
 _BY_RAW = {"TASK_STATE_" + name.upper().replace("-", "_"): member for name, member in _BY_NAME.items()}
 _TERMINAL = frozenset({TaskState.COMPLETED, TaskState.FAILED, TaskState.REJECTED, TaskState.CANCELED})
-_FAILED = frozenset({TaskState.FAILED, TaskState.REJECTED, TaskState.AUTH_REQUIRED})
+FAILED = frozenset({TaskState.FAILED, TaskState.REJECTED, TaskState.AUTH_REQUIRED})
 
 
 class Outcome(str, enum.Enum):
