@@ -219,7 +219,9 @@ class AguiApp:
         run_request = inputs.parse_run_request(body, self.settings.allowed_cwds)
         info["thread"], info["run"] = run_request.thread_id, run_request.run_id
         last_event_id = _last_event_id(request)
-        run, sub = self.manager.start(run_request, language, last_event_id)
+        # The run's thread starts once RUN_STARTED (already queued) has been handed to the server, so the
+        # first byte does not wait for a thread to be created.
+        run, sub = self.manager.start(run_request, language, last_event_id, start_thread=False)
         return self._stream(request, info, run, sub, route="run")
 
     def _stream(self, request: Request, info: Dict[str, Any], run: Any, sub: Any, route: str) -> SSEBody:
@@ -238,7 +240,8 @@ class AguiApp:
         sub.gone = client_disconnect_probe(request.environ)
         return SSEBody(sub, heartbeat=self.settings.heartbeat_interval, poll=self.settings.disconnect_poll,
                        client_gone=sub.gone, on_close=on_close,
-                       on_heartbeat=lambda: self.metrics.inc("agui_heartbeats_total"))
+                       on_heartbeat=lambda: self.metrics.inc("agui_heartbeats_total"),
+                       after_first_write=run.worker.start_or_fail if run.worker is not None else None)
 
 
 def _last_event_id(request: Request) -> Optional[int]:

@@ -380,3 +380,97 @@ def test_concurrent_streams_share_one_client(client):
         t.join(10)
     assert not errors
     assert results == [RESULTS] * 8
+
+
+class _KeepAliveUpstream:
+    """An HTTP/1.1 upstream that keeps connections open after a chunked SSE answer, as uvicorn does
+    (waitress closes every chunked response).  ``hold`` makes the body stop short of its end."""
+
+    def __init__(self, hold: bool = False) -> None:
+        import json
+        import socketserver
+
+        self.hold = hold
+        self.connections = 0
+        self.release = threading.Event()
+        outer = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self):
+                outer.connections += 1
+                while True:
+                    line = self.rfile.readline()
+                    if not line:
+                        return
+                    length = 0
+                    while True:
+                        header = self.rfile.readline()
+                        if header in (b"\r\n", b""):
+                            break
+                        if header.lower().startswith(b"content-length:"):
+                            length = int(header.split(b":")[1])
+                    body = json.loads(self.rfile.read(length))
+                    self._answer(body)
+
+            def _answer(self, body):
+                if body.get("method") != "SendStreamingMessage":
+                    data = json.dumps({"result": dict(TASK, id="t-1"), "id": body["id"], "jsonrpc": "2.0"}).encode()
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                                     % (len(data), data))
+                    return
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+                for result in RESULTS:
+                    frame = ("data: %s\r\n\r\n" % json.dumps({"result": result, "id": body["id"],
+                                                                "jsonrpc": "2.0"})).encode()
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+                self.wfile.flush()
+                if outer.hold:
+                    outer.release.wait(10)
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d/" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("hold", [False, True])
+def test_a_stream_closed_after_its_last_event_gives_its_connection_back(hold):
+    upstream = _KeepAliveUpstream(hold=hold)
+    client = A2AClient(upstream.url, TOKEN, read_timeout=20)
+    try:
+        for _ in range(3):
+            stream = _stream(client, "normal")
+            assert [next(stream) for _ in RESULTS] == RESULTS   # every event, but not the end of the body
+            stream.close()
+        assert client.get_task("t-1")["id"] == "t-1"
+        # A body that ends with its last event is drained and its connection reused; one that stays open
+        # is closed (never waited for), so each call needs a connection of its own.
+        assert upstream.connections == (4 if hold else 1)
+    finally:
+        client.close()
+        upstream.close()
+
+
+def test_an_aborted_stream_is_never_pooled():
+    upstream = _KeepAliveUpstream()
+    client = A2AClient(upstream.url, TOKEN, read_timeout=20)
+    try:
+        stream = _stream(client, "normal")
+        assert next(stream) == RESULTS[0]
+        stream.abort()
+        stream.close()
+        assert client.get_task("t-1")["id"] == "t-1"
+        assert upstream.connections == 2
+    finally:
+        client.close()
+        upstream.close()

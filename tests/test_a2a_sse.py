@@ -13,6 +13,7 @@ from iaccode_agui.a2a.sse import (
     SSEEvent,
     encode_comment,
     encode_event,
+    encode_json_event,
 )
 
 # Frames as captured from an A2A 1.0 runtime (a2a-wire.md section 4): CRLF line ends, one JSON-RPC
@@ -226,3 +227,73 @@ def test_encoder_round_trips_through_decoder(items, size):
         expected.append(SSEEvent("message", text.replace("\r\n", "\n").replace("\r", "\n"), last_id))
     assert events == expected
     assert decoder.comments == len(items)
+
+
+def _reference_events(text: str):
+    """The SSE dispatch rules applied one line at a time, the plainest way (no fast path)."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
+    lines.pop()  # the unterminated tail is not a line yet
+    events, data, event, last_id = [], [], "", None
+    for line in lines:
+        if not line:
+            if data:
+                events.append(SSEEvent(event or "message", "\n".join(data), last_id))
+            data, event = [], ""
+            continue
+        if line[0] == ":":
+            continue
+        field, sep, value = line.partition(":")
+        if sep and value[:1] == " ":
+            value = value[1:]
+        if field == "data":
+            data.append(value)
+        elif field == "event":
+            event = value
+        elif field == "id" and "\x00" not in value:
+            last_id = value
+    return events
+
+
+_SSE_LINES = st.one_of(st.just(""), st.sampled_from([
+    "data: x", "data: {\"a\": 1}", "data:y", "data", "data: ", ": ping", "event: error", "event:", "id: 7", "id: 8",
+    "id", "retry: 5", "other: z", "data: é 字", "\ufeffdata: bom"]))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(_SSE_LINES, max_size=30), st.sampled_from(["\n", "\r\n", "\r"]),
+       st.lists(st.integers(min_value=0, max_value=400), max_size=8))
+def test_decoder_matches_line_by_line_rules(lines, newline, cuts):
+    text = "".join(line + newline for line in lines)
+    if newline == "\r" and lines:
+        text += "x"   # a final lone CR is only a line end once the next byte shows it is not CRLF
+    raw = text.encode("utf-8")
+    decoder, events, start = SSEDecoder(), [], 0
+    for cut in sorted(min(c, len(raw)) for c in cuts) + [len(raw)]:
+        events.extend(decoder.feed(raw[start:cut]))
+        start = cut
+    assert events == _reference_events(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+                    max_leaves=12),
+       st.integers(min_value=0, max_value=10 ** 12))
+def test_json_event_is_the_compact_encoding_on_one_line(value, event_id):
+    event = {"type": "CUSTOM", "value": value, "text": "a\r\nb\u2028c"}
+    frame = encode_json_event(event, event_id)
+    expected = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    assert frame == ("id: %d\ndata: %s\n\n" % (event_id, expected)).encode("utf-8")
+    decoded = SSEDecoder().feed(frame)
+    assert [json.loads(e.data) for e in decoded] == [json.loads(expected)]
+    assert decoded[0].id == str(event_id)
+
+
+def test_json_event_refuses_what_json_refuses():
+    with pytest.raises(TypeError):
+        encode_json_event({"type": "CUSTOM", "value": object()}, 1)
+    with pytest.raises(TypeError):
+        encode_json_event({"type": "CUSTOM", "value": {1j: 2}}, 1)

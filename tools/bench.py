@@ -31,7 +31,8 @@ from bench_report import render  # noqa: E402
 PACE = "pace 20 5"      # 20 stamped deltas 5 ms apart, after the run has settled (bench_servers.py)
 PACE_RUNS = 4           # runs per repetition (quick: 2)
 PEER_HEARTBEAT = 15.0   # iac-code 0.16 agui writes ': heartbeat' after 15 s of silence (not configurable)
-SECTIONS = ("streams", "concurrency", "startup", "floor")  # 1-3, 4, 5, 6
+SECTIONS = ("phases", "streams", "concurrency", "startup", "floor")  # 0, 1-3, 4, 5, 6
+PHASE_RUNS = 15         # warm runs of the phase breakdown (quick: 5)
 FIRST_RUNS = 5          # runs per repetition (quick: 3)
 
 
@@ -107,6 +108,13 @@ class Bench:
             self.figures["config"]["peer"] = self.peer_cmd
         self.runtime = self._keep(procs.start_runtime(self.token, threads=max(96, top + 64), log_dir=self.tmp))
         say("runtime %s" % self.runtime.url)
+
+        if "phases" in args.only:
+            import bench_breakdown
+
+            runs = 5 if args.quick else PHASE_RUNS
+            say("0. one tiny run, phase by phase: 1 cold + %d warm runs of an in-process traced adapter" % runs)
+            self.figures["breakdown"] = bench_breakdown.measure(self.runtime.url, self.token, self.cwd, runs=runs)
 
         if "startup" in args.only:
             say("5. start-up and idle (fresh processes, default settings)")

@@ -135,10 +135,35 @@ def _startup_rows(st: Dict[str, Dict[str, Any]]) -> List[Row]:
              "~0 wanted: %s" % _verdict(None if ad.get("idle_cpu_s") is None else ad["idle_cpu_s"] <= 0.02))]
 
 
+def _breakdown_rows(bd: Dict[str, Any]) -> List[Row]:
+    """One tiny run of the traced in-process adapter, phase by phase: start offset + duration, ms."""
+    rows: List[Row] = [("0 one tiny run, phase by phase", {"adapter": "at / took ms"},
+                        "in-process traced adapter, median of %d warm runs (%d failed); cold = the first run"
+                        % (bd["runs"], bd["failures"]))]
+    for phase in bd["phases"]:
+        if phase["at_ms"] is None and phase["cold_at_ms"] is None:
+            continue
+        took = phase["ms"]
+        cell = _num(phase["at_ms"], 2) + ("" if not took else " / %s" % _num(took, 2))
+        cold = "cold %s" % _num(phase["cold_at_ms"], 2) + ("" if not phase["cold_ms"] else " / %s" % _num(
+            phase["cold_ms"], 2))
+        if phase["runs_with"] < bd["runs"]:
+            cold += "; in %d of %d warm runs" % (phase["runs_with"], bd["runs"])
+        rows.append(("  " + phase["phase"], {"adapter": cell}, cold))
+    counts = bd["counts"]
+    rows.append(("  fsyncs file / dir before RUN_STARTED", {"adapter": "%s / %s" % (
+        _num(counts.get("fsync (file) before RUN_STARTED")), _num(counts.get("fsync (directory) before RUN_STARTED")))},
+        "per run: %s / %s; upstream connects per run: %s" % (
+            _num(counts.get("fsync (file) per run")), _num(counts.get("fsync (directory) per run")),
+            _num(counts.get("upstream TCP connect per run"), 1))))
+    return rows
+
+
 def render(figures: Dict[str, Any]) -> str:
     config = figures["config"]
     tp = figures.get("throughput", {})
-    rows = _throughput_rows(tp, figures.get("latency", {}), figures.get("first", {})) if tp else []
+    rows = _breakdown_rows(figures["breakdown"]) if figures.get("breakdown") else []
+    rows += _throughput_rows(tp, figures.get("latency", {}), figures.get("first", {})) if tp else []
     rows += _concurrency_rows(figures.get("concurrency", {}), config["heartbeat_s"])
     if figures.get("startup"):
         rows += _startup_rows(figures["startup"])

@@ -9,13 +9,16 @@ The decoder sits on the hot path (one call per socket read, thousands of events 
 walks the input byte by byte: line ends are normalised and split with ``bytes`` methods, and input
 without any line end is only appended to a buffer.
 """
-from typing import List, NamedTuple, Optional
+import json
+from json import encoder as _json_encoder
+from typing import Any, Callable, List, NamedTuple, Optional
 
 __all__ = [
     "SSEEvent",
     "SSEDecodeError",
     "SSEDecoder",
     "encode_event",
+    "encode_json_event",
     "encode_comment",
     "HEARTBEAT",
     "DEFAULT_MAX_LINE_BYTES",
@@ -119,15 +122,28 @@ class SSEDecoder:
             raise SSEDecodeError("SSE stream is not valid UTF-8: %s" % exc) from None
         if "\r" in text:
             text = text.replace("\r\n", "\n").replace("\r", "\n")
-        lines = text.split("\n")
-        lines.pop()              # the empty string after the last line end
         if end > self._max:
-            for line in lines:
+            for line in text.split("\n"):
                 if len(line) * 4 > self._max and len(line.encode("utf-8")) > self._max:
                     raise SSEDecodeError("SSE line exceeds %d bytes" % self._max)
         events: List[SSEEvent] = []
-        for line in lines:
-            self._line(line, events)
+        # ``text`` is whole lines; cut it at blank lines.  Each piece but the last is followed by the line
+        # end of its last line plus one blank line, i.e. it ends an event.  The common event, a single
+        # ``data: `` line, is dispatched without walking its line; everything else goes line by line.
+        pieces = text.split("\n\n")
+        last = pieces.pop()
+        line = self._line
+        for piece in pieces:
+            if piece[:6] == "data: " and self._started and not self._data and not self._event \
+                    and "\n" not in piece:
+                events.append(SSEEvent("message", piece[6:], self._last_id))
+                continue
+            for item in piece.split("\n"):
+                line(item, events)
+            line("", events)
+        if last:
+            for item in last[:-1].split("\n"):   # ends with the line end of its last line
+                line(item, events)
         return events
 
     def close(self) -> List[SSEEvent]:
@@ -199,6 +215,40 @@ def encode_event(data: str, event_id: Optional[int] = None, *, event: Optional[s
         parts.append("data: %s\n" % data)
     parts.append("\n")
     return "".join(parts).encode("utf-8")
+
+
+def _compact_json_encoder() -> Callable[[Any], str]:
+    """Compact, non-ASCII-preserving ``json`` encoding, built once.
+
+    ``JSONEncoder.encode`` builds a fresh C encoder on every call, which is a good part of the cost of
+    encoding a small event; the C encoder itself is reusable.  Without the circular-reference check:
+    events are trees built by this package (a cycle would still stop, as a RecursionError).  Where the C
+    accelerator is missing the plain encoder serves, with the same output.
+    """
+    plain = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+    make = getattr(_json_encoder, "c_make_encoder", None)
+    basestring = getattr(_json_encoder, "c_encode_basestring", None)
+    if make is None or basestring is None:
+        return plain.encode
+    encode = make(None, plain.default, basestring, None, ":", ",", False, False, True)
+
+    def compact(value: Any) -> str:
+        if isinstance(value, dict):
+            return "".join(encode(value, 0))
+        return plain.encode(value)
+    return compact
+
+
+_COMPACT = _compact_json_encoder()
+
+
+def encode_json_event(value: Any, event_id: int) -> bytes:
+    """Frame ``value`` as compact JSON in one SSE event with an ``id:``.
+
+    Compact JSON never contains a raw line break (the encoder escapes them inside strings), so the data
+    is always one line and needs none of ``encode_event``'s splitting.
+    """
+    return ("id: %d\ndata: %s\n\n" % (event_id, _COMPACT(value))).encode("utf-8")
 
 
 def encode_comment(text: str) -> bytes:

@@ -9,13 +9,12 @@ Replay is one operation, "everything after id N", whatever the spelling on the w
 an ``afterSequence`` field): frames still in memory are served from there, older ones from the run log.
 """
 import collections
-import json
 import logging
 import threading
 import time
 from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Tuple
 
-from iaccode_agui.a2a.sse import encode_event
+from iaccode_agui.a2a.sse import encode_json_event
 from iaccode_agui.errors import AguiError
 from iaccode_agui.runs.framequeue import END, FrameQueue
 from iaccode_agui.runs.logformat import TERMINAL_TYPES
@@ -27,13 +26,11 @@ __all__ = ["END", "FrameQueue", "RunChannel", "Subscription", "encode_agui_event
 
 log = logging.getLogger("iaccode_agui.runs")
 
-_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode   # one encoder, not one per event
-
 
 def encode_agui_event(event: Dict[str, Any], seq: int) -> bytes:
     if "timestamp" not in event:
         event["timestamp"] = int(time.time() * 1000)
-    return encode_event(_ENCODE(event), seq)
+    return encode_json_event(event, seq)
 
 
 class Subscription:

@@ -175,7 +175,13 @@ class RunManager:
         return self.kind.is_generic()
 
     # ---- start / attach -----------------------------------------------------------------------
-    def start(self, req: RunRequest, language: str, last_event_id: Optional[int] = None) -> Tuple[LiveRun, Subscription]:
+    def start(self, req: RunRequest, language: str, last_event_id: Optional[int] = None,
+              start_thread: bool = True) -> Tuple[LiveRun, Subscription]:
+        """Admit (or re-attach) the run; its ``RUN_STARTED`` is queued on the returned subscription.
+
+        With ``start_thread=False`` the caller starts the run's thread itself (``run.worker.start()``), e.g.
+        once the first bytes of the response are on their way.
+        """
         if last_event_id is not None:
             attached = self._reattach(req, last_event_id, language)
             if attached is not None:
@@ -194,7 +200,9 @@ class RunManager:
                 self._reserved -= 1
         try:
             worker, sub = self._prepare(run, req, admitted, language)
-            worker.start()
+            worker.open()            # RUN_STARTED is queued from this (the request's) thread
+            if start_thread:
+                worker.start()
         except BaseException:
             self._abandon(run)
             raise

@@ -22,7 +22,8 @@ class SSEBody:
     def __init__(self, sub: Subscription, *, heartbeat: float, poll: float,
                  client_gone: Optional[Callable[[], bool]] = None,
                  on_close: Optional[Callable[[bool], None]] = None,
-                 on_heartbeat: Optional[Callable[[], None]] = None) -> None:
+                 on_heartbeat: Optional[Callable[[], None]] = None,
+                 after_first_write: Optional[Callable[[], None]] = None) -> None:
         self._sub = sub
         self._heartbeat = heartbeat
         self._poll = max(0.05, poll)
@@ -31,13 +32,25 @@ class SSEBody:
         self._on_heartbeat = on_heartbeat
         self._finished = False
         self._closed = False
+        self._after_first_write = after_first_write
+        self._written = False
         self._gen = self._generate()
 
     def __iter__(self) -> Iterator[bytes]:
         return self
 
     def __next__(self) -> bytes:
-        return next(self._gen)
+        # The server asks for the next chunk once it has sent the previous one: the first write is out.
+        if self._written and self._after_first_write is not None:
+            self._run_after_first_write()
+        chunk = next(self._gen)
+        self._written = True
+        return chunk
+
+    def _run_after_first_write(self) -> None:
+        hook, self._after_first_write = self._after_first_write, None
+        if hook is not None:
+            hook()
 
     def _generate(self) -> Iterator[bytes]:
         for frame in self._sub.replay:
@@ -73,6 +86,7 @@ class SSEBody:
             return
         self._closed = True
         try:
+            self._run_after_first_write()   # a response closed before its second chunk still starts it
             self._gen.close()
         finally:
             self._sub.detach()

@@ -10,7 +10,7 @@ from typing import Any, Callable, List, Optional
 
 from iaccode_agui import errors
 from iaccode_agui.a2a import dialect
-from iaccode_agui.a2a.client import A2AClient, A2AError, A2ARpcError, A2AStream, A2ATimeout
+from iaccode_agui.a2a.client import A2AClient, A2AError, A2ARpcError, A2AStream, A2ATimeout, A2AUnavailable
 from iaccode_agui.projection.events import SESSION_EVENT
 from iaccode_agui.projection.effects import (BindSession, BindTask, CommitInterrupts, EndRun, PipelineProgress,
                                              is_event)
@@ -46,10 +46,43 @@ class RunWorker:
         self._held_task: Optional[str] = None
         self._held_session: Optional[str] = None
         self.thread = threading.Thread(target=self._main, name="agui-run-%s" % projector.ctx.run_id, daemon=True)
+        self._opened = False
+        self._open_error: Optional[Exception] = None
+        self._thread_started = False
 
     # ---- control from other threads ------------------------------------------------------------
+    def open(self) -> None:
+        """Publish the run's opening events (``RUN_STARTED``) from the calling (request) thread.
+
+        Called right after admission, so the client's first byte waits neither for the run's thread to be
+        created nor for it to be scheduled.  A failure is not raised here, where nobody could end the run:
+        the run's thread raises it and ends the run as for any other unexpected failure.
+        """
+        if self._opened:
+            return
+        self._opened = True
+        try:
+            self.apply(self.projector.start())
+        except Exception as exc:
+            self._open_error = exc
+
     def start(self) -> None:
+        """Start the run's thread (once; later calls do nothing)."""
+        with self._lock:
+            if self._thread_started:
+                return
+            self._thread_started = True
         self.thread.start()
+
+    def start_or_fail(self) -> None:
+        """Start the thread of a run whose RUN_STARTED is already out; if no thread can be had (the process
+        is at its thread limit), end the run here, in the caller's thread, as an unavailable runtime."""
+        try:
+            self.start()
+        except RuntimeError as exc:
+            log.error("no thread for run %s: %s", self.projector.ctx.run_id, exc)
+            self._driver = _no_thread
+            self._main()
 
     def note_cancelled(self) -> None:
         """The cancel extension ended this execution: send nothing more to its task."""
@@ -75,7 +108,9 @@ class RunWorker:
     # ---- the thread -------------------------------------------------------------------------
     def _main(self) -> None:
         try:
-            self.apply(self.projector.start())
+            self.open()
+            if self._open_error is not None:
+                raise self._open_error
             self._driver(self)
         except StopRun:
             pass
@@ -253,6 +288,10 @@ class RunWorker:
             message = errors.MSG_A2A_IDLE_TIMEOUT
         self._cancel_task_if_unprotected()
         self.apply(self.projector.fail("A2A_UNAVAILABLE", message))
+
+
+def _no_thread(worker: RunWorker) -> None:
+    worker.fail_upstream(A2AUnavailable("no thread could be started for the run"))
 
 
 def drive_new_turn(worker: RunWorker, message: dict) -> None:
