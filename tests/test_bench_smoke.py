@@ -20,7 +20,7 @@ sys.path.insert(0, TOOLS)
 import bench_client  # noqa: E402
 import bench_floor  # noqa: E402
 
-ROWS = ("1 throughput, events/s", "2 latency p50 / p99 ms", "  added vs direct p50 / p99 ms",
+ROWS = ("0 one tiny run, phase by phase", "  fsyncs file / dir before RUN_STARTED", "1 throughput, events/s", "2 latency p50 / p99 ms", "  added vs direct p50 / p99 ms",
         "3 time to RUN_STARTED ms", "  time to first TEXT_MESSAGE_CONTENT ms", "4 10 streams",
         "  heartbeat lateness max / p99 ms", "  peak RSS MB / peak threads", "  CPU while heartbeating",
         "5 start-up to 200 /health s", "  idle RSS MB / threads", "6 floor: in-process decode+encode")
