@@ -23,7 +23,9 @@ import bench_floor  # noqa: E402
 ROWS = ("0 one tiny run, phase by phase", "  fsyncs file / dir before RUN_STARTED", "1 throughput, events/s", "2 latency p50 / p99 ms", "  added vs direct p50 / p99 ms",
         "3 time to RUN_STARTED ms", "  time to first TEXT_MESSAGE_CONTENT ms", "4 10 streams",
         "  heartbeat lateness max / p99 ms", "  peak RSS MB / peak threads", "  CPU while heartbeating",
-        "5 start-up to 200 /health s", "  idle RSS MB / threads", "6 floor: in-process decode+encode")
+        "5 start-up to 200 /health s", "  idle RSS MB / threads", "6 floor: in-process decode+encode",
+        "7 RUN_STARTED ms, 50 threads in state dir", "7 RUN_STARTED ms, 200 threads in state dir",
+        "  50 runs in a row: RSS before / after MB", "  one 10,000-event run: RSS before / peak / after")
 
 
 def test_quick_bench_runs_every_section(tmp_path):
@@ -36,11 +38,11 @@ def test_quick_bench_runs_every_section(tmp_path):
          "--reps", "1", "--deltas", "2000", "--json", str(out)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
-        raw_out, raw_err = proc.communicate(timeout=55)
+        raw_out, raw_err = proc.communicate(timeout=90)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        pytest.fail("the quick bench took more than 55 s")
+        pytest.fail("the quick bench took more than 90 s")
     stdout = raw_out.decode("utf-8", "replace")
     assert proc.returncode == 0, raw_err.decode("utf-8", "replace")[-3000:]
     for row in ROWS:
@@ -56,6 +58,9 @@ def test_quick_bench_runs_every_section(tmp_path):
     assert level["streams_with_heartbeat"] == 10 and level["heartbeats"] >= 20, level
     assert figures["startup"]["adapter"]["startup_s"] > 0
     assert figures["floor"]["events_per_s"] > 0
+    assert figures["breakdown"]["failures"] == 0
+    assert all(c["errors"] == 0 for c in figures["growth"]["populated"].values()), figures["growth"]
+    assert figures["growth"]["many_runs"]["errors"] == 0 and figures["growth"]["big_run"]["ok"], figures["growth"]
 
 
 def test_event_boundaries_accept_lf_and_crlf():

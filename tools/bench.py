@@ -31,7 +31,10 @@ from bench_report import render  # noqa: E402
 PACE = "pace 20 5"      # 20 stamped deltas 5 ms apart, after the run has settled (bench_servers.py)
 PACE_RUNS = 4           # runs per repetition (quick: 2)
 PEER_HEARTBEAT = 15.0   # iac-code 0.16 agui writes ': heartbeat' after 15 s of silence (not configurable)
-SECTIONS = ("phases", "streams", "concurrency", "startup", "floor")  # 0, 1-3, 4, 5, 6
+SECTIONS = ("phases", "streams", "concurrency", "startup", "floor", "growth")  # 0, 1-3, 4, 5, 6, 7
+# Growth sizes: (state-dir populations, runs in a row, events in one run) for --quick, default, --long.
+GROWTH = {"quick": ([50, 200], 50, 10000), "default": ([100, 1000, 10000], 1000, 200000),
+          "long": ([100, 10000, 100000], 10000, 1000000)}
 PHASE_RUNS = 15         # warm runs of the phase breakdown (quick: 5)
 FIRST_RUNS = 5          # runs per repetition (quick: 3)
 
@@ -40,6 +43,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python tools/bench.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes for CI (5 000 deltas, 20,50 streams)")
+    parser.add_argument("--long", action="store_true",
+                        help="full growth sizes: 100/10,000/100,000 threads in the state dir, 10,000 runs in a row, "
+                             "one 1,000,000-event run (several minutes and ~1 GB of disk)")
     parser.add_argument("--concurrency", help="comma-separated stream counts (default 100,500; quick 20,50)")
     parser.add_argument("--deltas", type=int, help="firehose size (default 20000; quick 5000)")
     parser.add_argument("--reps", type=int, default=3, help="repetitions per figure, the median is shown (default 3; 1 only for smoke runs)")
@@ -57,7 +63,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help="extra flag for the adapter CLI (repeatable), e.g. to try a tuning")
     args = parser.parse_args(argv)
     args.deltas = args.deltas or (5000 if args.quick else 20000)
-    spec = args.concurrency or ("20,50" if args.quick else "100,500")
+    spec = args.concurrency or ("20,50" if args.quick else "100,500,1000")
     args.levels = [int(item) for item in spec.split(",") if item.strip()]
     args.reps = max(1, args.reps)
     args.only = {item.strip() for item in args.only.split(",") if item.strip()}
@@ -157,7 +163,26 @@ class Bench:
         if "floor" in args.only:
             say("6. floor: in-process decode + encode")
             self.figures["floor"] = phases.floor(self.runtime, self.token, self.cwd, args.deltas, args.reps)
+        if "growth" in args.only:
+            self.figures["growth"] = self._growth()
         return self.figures
+
+    def _growth(self) -> Dict[str, Any]:
+        import bench_growth as growth
+
+        populations, runs, events = GROWTH["quick" if self.args.quick else "long" if self.args.long else "default"]
+        say("7. growth: RUN_STARTED with %s threads in the state dir" % "/".join(map(str, populations)))
+        start = lambda state: procs.start_adapter(self.runtime, self.token, state, heartbeat=15.0,  # noqa: E731
+                                                  extra=self.args.adapter_arg, log_dir=self.tmp)
+        quick = self.args.quick
+        out: Dict[str, Any] = {"populated": growth.populated(start, self.cwd, populations, 3 if quick else 15,
+                                                             self.tmp)}
+        service = self._keep(self._adapter(heartbeat=15.0))
+        say("7. growth: %d runs in a row, then one %d-event run" % (runs, events))
+        rest = 0.5 if quick else 3.0
+        out["many_runs"] = growth.many_runs(service, self.cwd, runs, rest=rest)
+        out["big_run"] = growth.big_run(service, self.cwd, events, rest=rest)
+        return out
 
     def _revive_if_dead(self, path: "phases.Path") -> Optional[str]:
         """A server that crashed under load is itself a finding: keep its last words, start a new one."""

@@ -159,6 +159,40 @@ def _breakdown_rows(bd: Dict[str, Any]) -> List[Row]:
     return rows
 
 
+def _growth_rows(gr: Dict[str, Any]) -> List[Row]:
+    rows: List[Row] = []
+    pop = gr.get("populated", {})
+    medians = [c["run_started_ms"] for c in pop.values() if c.get("run_started_ms")]
+    mid = sorted(medians)[len(medians) // 2] if medians else None
+    spread = max(abs(m - mid) / mid for m in medians) * 100 if mid else None
+    for size in sorted(pop, key=int):
+        c = pop[size]
+        rows.append(("7 RUN_STARTED ms, %s threads in state dir" % _num(int(size)),
+                     {"adapter": _pair(c.get("run_started_ms"), c.get("p90_ms"), 1)},
+                     "median / p90 of %d new threads; adapter start-up %s s; written in %s s" % (
+                         c.get("runs", 0), _num(c.get("startup_s"), 2), _num(c.get("populate_s"), 1))))
+    if pop:
+        rows.append(("  spread across populations", {"adapter": "%s%%" % _num(spread, 0)},
+                     "largest distance from the middle median (within 20%% wanted: %s)"
+                     % _verdict(None if spread is None else spread <= 20)))
+    many = gr.get("many_runs")
+    if many:
+        rows.append(("  %s runs in a row: RSS before / after MB" % _num(many["runs"]),
+                     {"adapter": _pair(many["rss_before_mb"], many["rss_after_mb"], 1)},
+                     "%d lanes, %s runs/s, %d errors, peak %s MB; growth %s MB (<=10 wanted: %s)" % (
+                         many["lanes"], _num(many.get("runs_per_s"), 0), many["errors"], _num(many["rss_peak_mb"], 1),
+                         _num(many["growth_mb"], 1), _verdict(many["errors"] == 0 and many["growth_mb"] <= 10))))
+    big = gr.get("big_run")
+    if big:
+        rows.append(("  one %s-event run: RSS before / peak / after" % _num(big["events"]),
+                     {"adapter": "%s / %s / %s" % (_num(big["rss_before_mb"], 1), _num(big["rss_peak_mb"], 1),
+                                                   _num(big["rss_after_mb"], 1))},
+                     "%s events/s, complete: %s; after - before %s MB (<=10 wanted: %s)" % (
+                         _num(big.get("events_per_s")), big["ok"], _num(big["growth_mb"], 1),
+                         _verdict(big["ok"] and big["growth_mb"] <= 10))))
+    return rows
+
+
 def render(figures: Dict[str, Any]) -> str:
     config = figures["config"]
     tp = figures.get("throughput", {})
@@ -174,6 +208,8 @@ def render(figures: Dict[str, Any]) -> str:
                      "%s events/s = %s us/event; adapter reaches %s of it" % (
                          _num(fl.get("events_per_s")), _num(fl.get("us_per_event"), 1),
                          _num(_ratio(adapter_eps, fl.get("events_per_s")), 2))))
+    if figures.get("growth"):
+        rows += _growth_rows(figures["growth"])
     columns = [c for c in COLUMNS if any(c in r[1] for r in rows)]
     if not rows:
         rows = [("(no section measured)", {}, "")]
