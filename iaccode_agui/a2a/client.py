@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 _READ_SIZE = 65536
+_loads = json.JSONDecoder().decode   # json.loads minus its per-call type checks and keyword handling
 # A stream the caller stops reading is drained this far (bytes, seconds) so that its connection can go back
 # to the pool: the end of the body normally arrives with the last event, so this almost never waits.
 _DRAIN_BYTES = 65536
@@ -266,10 +267,16 @@ class A2AStream:
             return None  # not an A2A frame type; SSE consumers ignore event types they do not listen to
         self.frames += 1
         try:
-            body = json.loads(event.data)
+            body = _loads(event.data)
         except ValueError as exc:
             self._finish()
             raise A2AUnavailable("%s: the A2A stream sent a frame that is not JSON" % self._method) from exc
+        if body.__class__ is dict and event.event == "message" and "error" not in body:
+            # The common frame, checked inline: a result object with our id (or none).
+            result = body.get("result")
+            echoed = body.get("id")
+            if result.__class__ is dict and (echoed is None or echoed == self._rpc_id):
+                return result
         if event.event == "error" or (isinstance(body, dict) and "error" in body):
             self._finish()
             error = body.get("error") if isinstance(body, dict) else None

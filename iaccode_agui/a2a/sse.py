@@ -30,6 +30,7 @@ DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
 HEARTBEAT = b": heartbeat\n\n"
 
 _BOM = "\ufeff"
+_new_event = tuple.__new__     # builds an SSEEvent without the NamedTuple constructor's Python frame
 
 
 class SSEEvent(NamedTuple):
@@ -120,29 +121,39 @@ class SSEDecoder:
             text = data[:end].decode("utf-8")
         except UnicodeDecodeError as exc:
             raise SSEDecodeError("SSE stream is not valid UTF-8: %s" % exc) from None
-        if "\r" in text:
-            text = text.replace("\r\n", "\n").replace("\r", "\n")
         if end > self._max:
-            for line in text.split("\n"):
+            for line in _split_lines(text):
                 if len(line) * 4 > self._max and len(line.encode("utf-8")) > self._max:
                     raise SSEDecodeError("SSE line exceeds %d bytes" % self._max)
-        events: List[SSEEvent] = []
-        # ``text`` is whole lines; cut it at blank lines.  Each piece but the last is followed by the line
-        # end of its last line plus one blank line, i.e. it ends an event.  The common event, a single
-        # ``data: `` line, is dispatched without walking its line; everything else goes line by line.
-        pieces = text.split("\n\n")
+        return self._events_of(text)
+
+    def _events_of(self, text: str) -> List[SSEEvent]:
+        """The events of ``text``, which is whole lines (it ends with a line end).
+
+        It is cut at blank lines, in the stream's own line ends (A2A runtimes send CRLF), so the common
+        event, a single ``data: `` line, is dispatched without rewriting or walking the text; any other
+        piece goes line by line.  Each piece but the last is followed by the line end of its last line
+        plus one blank line, i.e. it ends an event.
+        """
+        crlf = "\r\n" in text
+        if not crlf and "\r" in text:
+            text = text.replace("\r", "\n")          # lone CRs as line ends
+        pieces = text.split("\r\n\r\n" if crlf else "\n\n")
         last = pieces.pop()
+        events: List[SSEEvent] = []
         line = self._line
         for piece in pieces:
             if piece[:6] == "data: " and self._started and not self._data and not self._event \
-                    and "\n" not in piece:
-                events.append(SSEEvent("message", piece[6:], self._last_id))
+                    and "\n" not in piece and "\r" not in piece:
+                events.append(_new_event(SSEEvent, ("message", piece[6:], self._last_id)))
                 continue
-            for item in piece.split("\n"):
+            for item in _split_lines(piece):
                 line(item, events)
             line("", events)
         if last:
-            for item in last[:-1].split("\n"):   # ends with the line end of its last line
+            lines = _split_lines(last)
+            lines.pop()                                 # the empty string after its final line end
+            for item in lines:
                 line(item, events)
         return events
 
@@ -166,7 +177,7 @@ class SSEDecoder:
                 line = line[1:]
         if not line:
             if self._data:
-                events.append(SSEEvent(self._event or "message", "\n".join(self._data), self._last_id))
+                events.append(_new_event(SSEEvent, (self._event or "message", "\n".join(self._data), self._last_id)))
                 self._data = []
             self._event = ""
             return

@@ -32,7 +32,9 @@ class FrameQueue:
                     return False
             self._items.append(item)
             if self._reader_waiting:
-                self._cond.notify_all()
+                # One wake-up per wait: until the reader runs, the next items need no notify of their own.
+                self._reader_waiting = False
+                self._cond.notify()
             return True
 
     def qsize(self) -> int:
@@ -54,5 +56,6 @@ class FrameQueue:
             items = list(self._items)
             self._items.clear()
             if items and self._writer_waiting:
-                self._cond.notify_all()
+                self._writer_waiting = False
+                self._cond.notify()
             return items
