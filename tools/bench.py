@@ -36,7 +36,7 @@ SECTIONS = ("phases", "streams", "concurrency", "startup", "floor", "growth")  #
 GROWTH = {"quick": ([50, 200], 50, 10000), "default": ([100, 1000, 10000], 1000, 200000),
           "long": ([100, 10000, 100000], 10000, 1000000)}
 PHASE_RUNS = 15         # warm runs of the phase breakdown (quick: 5)
-FIRST_RUNS = 5          # runs per repetition (quick: 3)
+FIRST_RUNS = 6          # runs per repetition (quick: 3): 3 reps x 6 = 18 runs per path, the median is shown
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:

@@ -125,7 +125,7 @@ def latency(paths: List[Path], text: str, runs: int, reps: int) -> Dict[str, Dic
             "first_event_ms": _median([f[0] * 1000 for f in firsts[name] if f[0] is not None]),
             "first_delta_ms": _median([f[1] * 1000 for f in firsts[name] if f[1] is not None]),
             "server_cpu_ms_per_run": sum(cpu[name]) / len(cpu[name]) * 1000 if cpu[name] else None,
-            "errors": errors[name]}
+            "runs": len(firsts[name]), "errors": errors[name]}
     return out
 
 

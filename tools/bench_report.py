@@ -31,18 +31,23 @@ def _verdict(ok: Optional[bool]) -> str:
     return "?" if ok is None else ("ok" if ok else "MISS")
 
 
+def _at_most(value: Optional[float], limit: float) -> str:
+    return "%s (<=%s %s)" % (_num(value, 2), limit, _verdict(None if value is None else value <= limit))
+
+
 def _throughput_rows(tp: Dict[str, Dict[str, Any]], lat: Dict[str, Dict[str, Any]],
-                     first: Dict[str, Dict[str, Any]]) -> List[Row]:
+                     first: Dict[str, Dict[str, Any]], floor: Dict[str, Any]) -> List[Row]:
     eps = {name: tp[name].get("events_per_s") for name in tp}
     vs_relay = _ratio(eps.get("adapter"), eps.get("relay"))
     vs_peer = _ratio(eps.get("adapter"), eps.get("peer"))
-    check = "adapter/relay %s (>=0.5 %s)" % (_num(vs_relay, 2), _verdict(None if vs_relay is None else vs_relay >= 0.5))
+    check = "adapter/relay %s (>=0.7 %s)" % (_num(vs_relay, 2), _verdict(None if vs_relay is None else vs_relay >= 0.7))
     if "peer" in tp:
         check += "; adapter/peer %s (>=2 %s)" % (_num(vs_peer, 2), _verdict(None if vs_peer is None else vs_peer >= 2))
     rows: List[Row] = [("1 throughput, events/s", {n: _num(v) for n, v in eps.items()}, check)]
     rows.append(("  vs direct", {n: _num(_ratio(v, eps.get("direct")), 2) for n, v in eps.items()}, ""))
+    cpu_vs_floor = _ratio(tp.get("adapter", {}).get("server_us_per_event"), floor.get("us_per_event"))
     rows.append(("  server CPU us/event", {n: _num(tp[n].get("server_us_per_event"), 1) for n in tp if n != "direct"},
-                 "process in the middle, from /proc"))
+                 "process in the middle, from /proc; adapter/floor (row 6) %s" % _at_most(cpu_vs_floor, 1.25)))
     rows.append(("  runtime CPU us/event", {n: _num(tp[n].get("runtime_us_per_event"), 1) for n in tp}, ""))
     rows.append(("  client CPU us/event", {n: _num(tp[n].get("client_us_per_event"), 1) for n in tp},
                  "bench client reading thread"))
@@ -61,10 +66,18 @@ def _throughput_rows(tp: Dict[str, Dict[str, Any]], lat: Dict[str, Dict[str, Any
     p50 = _sub(lat.get("adapter", {}).get("p50_ms"), direct.get("p50_ms"))
     rows.append(("  added vs direct p50 / p99 ms", added,
                  "adapter p50 %s ms (<1 %s)" % (_num(p50, 2), _verdict(None if p50 is None else p50 < 1.0))))
-    rows.append(("3 time to RUN_STARTED ms", {n: _num(first[n]["first_event_ms"], 1) for n in first},
-                 "direct/relay: first A2A frame"))
+    peer_first = first.get("peer", {})
+    ad_first = first.get("adapter", {})
+    check = "direct/relay: first A2A frame"
+    if peer_first:
+        check += "; adapter/peer %s" % _at_most(_ratio(ad_first.get("first_event_ms"), peer_first.get("first_event_ms")), 0.5)
+    rows.append(("3 time to RUN_STARTED ms", {n: _num(first[n]["first_event_ms"], 1) for n in first}, check))
+    check = "firehose 1, from the POST"
+    if peer_first:
+        check += "; adapter/peer %s" % _at_most(_ratio(ad_first.get("first_delta_ms"), peer_first.get("first_delta_ms")), 0.5)
     rows.append(("  time to first TEXT_MESSAGE_CONTENT ms", {n: _num(first[n]["first_delta_ms"], 1) for n in first},
-                 "firehose 1, from the POST"))
+                 check))
+    rows.append(("  runs measured", {n: str(first[n].get("runs", "-")) for n in first}, "medians above are over these"))
     rows.append(("  server CPU ms per run", {n: _num(first[n].get("server_cpu_ms_per_run"), 2) for n in first},
                  "direct: the runtime's own cost; 10 ms ticks, averaged"))
     return rows
@@ -97,8 +110,11 @@ def _concurrency_rows(conc: Dict[str, Dict[str, Dict[str, Any]]], heartbeat: flo
         rows.append(("  stream duration p50 / max s", {n: _pair(c.get("stream_s_p50"), c.get("stream_s_max"), 2)
                                                        for n, c in per.items()},
                      "ideal: the silence (%s s) plus a few ms" % _num(ad.get("idle_s"), 1)))
+        p99, rss = ad.get("heartbeat_late_p99_ms"), ad.get("peak_rss_mb")
         rows.append(("  peak RSS MB / peak threads", {n: "%s / %s" % (_num(c["peak_rss_mb"], 1), _num(c["peak_threads"]))
-                                                      for n, c in per.items()}, ""))
+                                                      for n, c in per.items()},
+                     "adapter: errors 0, lateness p99 <= 250 ms, RSS <= 250 MB: %s" % _verdict(
+                         ad.get("errors") == 0 and p99 is not None and p99 <= 250 and rss is not None and rss <= 250)))
         cpu = ad.get("idle_cpu_pct")
         beats = ad["streams"] / heartbeat if heartbeat else None  # heartbeats per second while all are idle
         per_beat = cpu / 100.0 / beats * 1e6 if cpu is not None and beats else None
@@ -197,7 +213,8 @@ def render(figures: Dict[str, Any]) -> str:
     config = figures["config"]
     tp = figures.get("throughput", {})
     rows = _breakdown_rows(figures["breakdown"]) if figures.get("breakdown") else []
-    rows += _throughput_rows(tp, figures.get("latency", {}), figures.get("first", {})) if tp else []
+    rows += _throughput_rows(tp, figures.get("latency", {}), figures.get("first", {}),
+                             figures.get("floor", {})) if tp else []
     rows += _concurrency_rows(figures.get("concurrency", {}), config["heartbeat_s"])
     if figures.get("startup"):
         rows += _startup_rows(figures["startup"])
