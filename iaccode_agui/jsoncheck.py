@@ -168,6 +168,12 @@ def _minimum(c: SchemaCompiler, schema: Dict[str, Any]) -> Check:
     return lambda value: not number(value) or value >= limit
 
 
+def _maximum(c: SchemaCompiler, schema: Dict[str, Any]) -> Check:
+    limit = schema["maximum"]
+    number = _TYPES["number"]
+    return lambda value: not number(value) or value <= limit
+
+
 def _not(c: SchemaCompiler, schema: Dict[str, Any]) -> Check:
     sub = c.compile(schema["not"])
     return lambda value: not sub(value)
@@ -215,12 +221,13 @@ def _part_of_if(c: SchemaCompiler, schema: Dict[str, Any]) -> Optional[Check]:
 _KEYWORDS: Dict[str, Callable[[SchemaCompiler, Dict[str, Any]], Optional[Check]]] = {
     "type": _type, "required": _required, "properties": _properties, "additionalProperties": _additional,
     "items": _items, "minLength": _min_length, "maxLength": _max_length, "pattern": _pattern,
-    "minimum": _minimum, "not": _not, "const": _const, "enum": _enum, "if": _if, "then": _part_of_if,
+    "minimum": _minimum, "maximum": _maximum, "not": _not, "const": _const, "enum": _enum, "if": _if, "then": _part_of_if,
     "else": _part_of_if, "$ref": _ref,
 }
 # Cheap checks first: a wrong type fails before any walk into the members.
-_KEYWORD_ORDER: List[str] = ["type", "const", "enum", "required", "minLength", "maxLength", "minimum", "pattern",
-                             "$ref", "properties", "additionalProperties", "items", "not", "if", "then", "else"]
+_KEYWORD_ORDER: List[str] = ["type", "const", "enum", "required", "minLength", "maxLength", "minimum", "maximum",
+                             "pattern", "$ref", "properties", "additionalProperties", "items", "not", "if", "then",
+                             "else"]
 
 
 def compile_schema(schema: Any, root: Any = None) -> Check:

@@ -15,7 +15,7 @@ from iaccode_agui import inputs
 from iaccode_agui.jsoncheck import compile_schema
 
 VALIDATORS = {"envelope": inputs._ENVELOPE, "props": inputs._PROPS, "resume": inputs._RESUME,
-              "cancel": inputs._CANCEL}
+              "cancel": inputs._CANCEL, "subscribe": inputs._SUBSCRIBE}
 
 _PROPS = {"iacCode": {"schemaVersion": 1, "rosInvocationId": "inv-1", "cwd": "/tmp/w", "model": "m",
                       "llmHeaders": {"x": "y"}, "thinking": {"enabled": True, "effort": "high", "budget": 3},
@@ -29,15 +29,17 @@ _BODY = {"threadId": "t-1", "runId": "r-1", "parentRunId": None, "state": {}, "t
          "forwardedProps": _PROPS, "resume": [{"interruptId": "i", "status": "resolved", "payload": 1}]}
 _RESUME = [{"interruptId": "i-1", "status": "resolved", "payload": {"a": 1}, "metadata": {}},
            {"interruptId": "i-2", "status": "cancelled"}]
-BASES = {"envelope": _BODY, "props": _PROPS, "resume": _RESUME, "cancel": {"threadId": "t", "rosInvocationId": "r"}}
+BASES = {"envelope": _BODY, "props": _PROPS, "resume": _RESUME, "cancel": {"threadId": "t", "rosInvocationId": "r"},
+         "subscribe": {"threadId": "t", "runId": "r", "rosInvocationId": "i", "afterSequence": 3}}
 
 # Values and keys that the schemas care about, so that mutations land on the interesting edges.
-_SPECIAL = st.sampled_from([None, True, False, 0, 1, 1.0, 2, 1.5, -1, "", "x", "user", "text", "resolved",
+_SPECIAL = st.sampled_from([None, True, False, 0, 1, 1.0, 2, 1.5, -1, 2 ** 53 - 1, 2 ** 53, float(2 ** 53), "", "x", "user", "text", "resolved",
                             "cancelled", "rich", "pipeline", "\x00", "a\x1fb", "\x7f", "\u009f", "x" * 257,
                             "x" * 1025, [], {}, [{}], {"type": "text"}, {"role": "user"}])
 _KEYS = st.sampled_from(["threadId", "runId", "role", "content", "type", "text", "id", "iacCode", "schemaVersion",
                          "rosInvocationId", "cwd", "budget", "enabled", "interruptId", "status", "payload",
-                         "metadata", "unknown", "llmHeaders", "regionId", "rosInvocationId", "force"])
+                         "metadata", "unknown", "llmHeaders", "regionId", "rosInvocationId", "force",
+                         "afterSequence"])
 _JSON = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=False, allow_infinity=False)
                      | st.text(max_size=5) | _SPECIAL,
                      lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS | st.text(max_size=3), inner,
