@@ -63,6 +63,7 @@ def _slots(value, out):
 def _mutate(doc, ops):
     doc = copy.deepcopy(doc)
     for where, action, key, value in ops:
+        value = copy.deepcopy(value)     # strategies hand out shared objects: never insert one twice
         slots = _slots(doc, [])
         if not slots:
             return value
