@@ -22,6 +22,7 @@ from iaccode_agui.config import Settings
 from iaccode_agui.errors import AguiError
 from iaccode_agui.metrics import Level, Metrics
 from iaccode_agui.projection.events import PROTOCOL_VERSION
+from iaccode_agui.readiness import Readiness, probe_client, ready_response
 from iaccode_agui.runs.manager import RunManager
 from iaccode_agui.runs.stream import SSEBody, client_disconnect_probe
 from iaccode_agui.state.store import ThreadStore
@@ -31,8 +32,12 @@ access_log = logging.getLogger("iaccode_agui.access")
 
 SSE_HEADERS = [("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-cache"),
                ("X-Accel-Buffering", "no")]
-# The liveness probe and the console's static files carry no data, so they are served without a token.
-PUBLIC_ENDPOINTS = frozenset({"health", "console_page", "console_asset"})
+# The version of the AG-UI event models (the ``ag-ui-protocol`` package) every stream is checked against;
+# monitors written for ``iac-code agui`` read it from /health.
+AGUI_PACKAGE_VERSION = "1.0.0"
+# The liveness and readiness probes and the console's static files carry no data, so they are served without a
+# token (a load balancer's or an orchestrator's probe carries no credentials).
+PUBLIC_ENDPOINTS = frozenset({"health", "ready", "console_page", "console_asset"})
 
 StartResponse = Callable[..., Any]
 
@@ -59,8 +64,10 @@ class AguiApp:
         self.metrics.add_gauge("agui_active_runs", self.manager.active_count)
         self.metrics.add_gauge("agui_open_streams", lambda: self._streams.value)
         self.console = make_console(settings.console)
+        self.readiness = Readiness(self.store, probe_client(settings), lambda: self.manager.draining)
         rules = [
             Rule("/health", endpoint="health", methods=["GET"]),
+            Rule("/ready", endpoint="ready", methods=["GET"]),
             Rule("/", endpoint="run", methods=["POST"]),
             Rule("/extensions/iac-code/v1/executions/<execution_id>/cancel", endpoint="cancel", methods=["POST"]),
             Rule("/extensions/iac-code/v1/executions/<execution_id>/subscribe", endpoint="subscribe",
@@ -82,6 +89,7 @@ class AguiApp:
         up to ``timeout``, cancel the rest and wait ``cancel_wait`` for them, then let go of the upstream."""
         self.manager.shutdown(timeout, cancel_wait)
         self.client.close()
+        self.readiness.close()
 
     def __call__(self, environ: Dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         started = time.monotonic()
@@ -98,17 +106,22 @@ class AguiApp:
             handler = getattr(self, "on_" + endpoint)
             result = handler(request, info, **args)
         except AguiError as exc:
+            info["code"] = exc.code
             result = self._error_response(exc, info.get("language", language))
         except NotFound:
+            info["code"] = "NOT_FOUND"
             result = self._error_response(AguiError("NOT_FOUND"), language)
         except MethodNotAllowed as exc:
+            info["code"] = "METHOD_NOT_ALLOWED"
             result = self._error_response(AguiError("METHOD_NOT_ALLOWED", headers={
                 "Allow": ", ".join(exc.valid_methods or [])}), language)
         except HTTPException:
             # Routing redirects and the like: this API has exactly one spelling per resource.
+            info["code"] = "NOT_FOUND"
             result = self._error_response(AguiError("NOT_FOUND"), language)
         except Exception:
             log.exception("unhandled error on %s %s", request.method, request.path)
+            info["code"] = "INTERNAL_ERROR"
             result = self._error_response(AguiError("INTERNAL_ERROR"), language)
         if isinstance(result, SSEBody):
             start_response("200 OK", list(SSE_HEADERS))
@@ -177,8 +190,12 @@ class AguiApp:
     # ---- endpoints ----------------------------------------------------------------------------
     def on_health(self, request: Request, info: Dict[str, Any]) -> Response:
         return self._json({"status": "draining" if self.manager.draining else "ok", "protocol": "ag-ui",
-                           "protocolVersion": PROTOCOL_VERSION, "executionKernel": "a2a-1.0",
+                           "protocolVersion": PROTOCOL_VERSION, "protocolPackageVersion": AGUI_PACKAGE_VERSION,
+                           "executionKernel": "a2a-1.0",
                            "serverVersion": self.settings.server_version})
+
+    def on_ready(self, request: Request, info: Dict[str, Any]) -> Response:
+        return ready_response(self.readiness)
 
     def on_metrics(self, request: Request, info: Dict[str, Any]) -> Response:
         return Response(self.metrics.render(), content_type="text/plain; version=0.0.4; charset=utf-8")

@@ -5,20 +5,30 @@ Flags win over environment variables, which win over defaults (the same names an
 RUNTIME_DRAINING), lets active runs finish up to ``--drain-timeout``, cancels the rest and exits 0.
 """
 import argparse
+import errno
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
-from typing import Any, List, Mapping, Optional, Sequence
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from iaccode_agui import __version__, i18n
+from iaccode_agui.argtypes import (OneLineParser, at_least, count, megabytes, port, positive_seconds, program_name,
+                                   seconds)
 from iaccode_agui.config import (DEFAULT_HEARTBEAT, DEFAULT_HOST, DEFAULT_INTERRUPT_TTL, DEFAULT_PORT,
                                  DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL, ConfigError,
-                                 Settings, default_allowed_cwds, default_state_dir, normalize_a2a_url)
+                                 Settings, default_allowed_cwds, default_state_dir, is_loopback_host,
+                                 normalize_a2a_url)
 
 log = logging.getLogger("iaccode_agui")
+
+MIN_THREADS = 4
+# Threads kept free of streams by the default run cap, so /health, /ready, cancels and metrics still answer
+# when every admitted run holds its stream open.
+SPARE_THREADS = 8
 
 ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_HOST            --host
@@ -38,56 +48,44 @@ ENV_HELP = """environment variables (a flag wins over its variable):
 """ % os.pathsep
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be >= 0")
-    return value
-
-
-def _port(text: str) -> int:
-    value = int(text)
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError("must be between 1 and 65535")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m iaccode_agui", description="AG-UI (HTTP POST + SSE) front for the iac-code A2A runtime.",
+    parser = OneLineParser(
+        prog=program_name("iaccode_agui"), description="AG-UI (HTTP POST + SSE) front for the iac-code A2A runtime.",
         epilog=ENV_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
     add("--host", help="address to listen on (default %s)" % DEFAULT_HOST)
-    add("--port", type=_port, help="port to listen on (default %d)" % DEFAULT_PORT)
+    add("--port", type=port, help="port to listen on (default %d)" % DEFAULT_PORT)
     add("--a2a-url", help="URL of a running `iac-code a2a` runtime (loopback only); without it the adapter starts "
                           "`iac-code a2a` as a managed child when iac-code is installed")
     add("--a2a-token", help="bearer token for the A2A runtime")
     add("--auth-token", help="bearer token that clients must send (Authorization: Bearer ...)")
     add("--state-dir", help="directory for per-thread state (default <config dir>/agui)")
-    add("--interrupt-ttl", type=_positive_float,
+    add("--interrupt-ttl", type=seconds,
         help="seconds an interrupt stays answerable (default %.0f; 0 disables expiry)" % DEFAULT_INTERRUPT_TTL)
-    add("--idle-shutdown", type=_positive_float, default=0.0,
+    add("--idle-shutdown", type=seconds, default=0.0,
         help="exit after this many idle seconds with no active run (default 0 = never)")
     add("--upstream-kind", choices=("auto", "iac-code", "generic"), default="auto",
         help="dialect of the A2A runtime: detected from its agent card by default; 'generic' for plain A2A 1.0 agents")
     add("--demo", action="store_true", help="start the built-in scripted A2A runtime (no LLM, no network) and use it")
-    add("--threads", type=int, default=128, help="waitress worker threads; each open SSE stream holds one (default 128)")
-    add("--max-active-runs", type=int, default=None,
-        help="runs allowed in flight before 429 RUNTIME_CAPACITY_EXCEEDED (default: threads - 8)")
-    add("--heartbeat-interval", type=float, default=DEFAULT_HEARTBEAT,
+    add("--threads", type=at_least(MIN_THREADS), default=128,
+        help="waitress worker threads; each open SSE stream holds one (default 128, at least %d)" % MIN_THREADS)
+    add("--max-active-runs", type=count, default=None,
+        help="runs allowed in flight before 429 RUNTIME_CAPACITY_EXCEEDED (default: threads - %d; 0 = unlimited; "
+             "never more than --threads)" % SPARE_THREADS)
+    add("--heartbeat-interval", type=positive_seconds, default=DEFAULT_HEARTBEAT,
         help="seconds of silence before an SSE ': heartbeat' comment (default %.0f)" % DEFAULT_HEARTBEAT)
-    add("--upstream-idle-timeout", type=float, default=3600.0,
+    add("--upstream-idle-timeout", type=positive_seconds, default=3600.0,
         help="seconds without any byte from the A2A runtime before a run fails (default 3600)")
-    add("--reconnect-grace", type=_positive_float, default=0.0,
+    add("--reconnect-grace", type=seconds, default=0.0,
         help="seconds a disconnected run keeps going while waiting for a re-attach (default 0 = cancel at once)")
-    add("--drain-timeout", type=_positive_float, default=30.0,
+    add("--drain-timeout", type=seconds, default=30.0,
         help="seconds active runs may take to finish on SIGTERM before they are cancelled (default 30)")
-    add("--run-log-ttl", type=_positive_float,
+    add("--run-log-ttl", type=seconds,
         help="seconds a finished run's event log stays on disk for re-attach (default %.0f)" % DEFAULT_RUN_LOG_TTL)
-    add("--run-log-max-mb", type=_positive_float,
+    add("--run-log-max-mb", type=megabytes,
         help="total MB of run event logs; the oldest finished ones go first (default %.0f; 0 = no log)"
              % DEFAULT_RUN_LOG_MAX_MB)
-    add("--replay-memory-mb", type=_positive_float,
+    add("--replay-memory-mb", type=megabytes,
         help="MB of replay frames kept in memory across all runs (default %.0f)" % DEFAULT_REPLAY_MEMORY_MB)
     add("--no-console", action="store_true", help="do not serve the built-in web console at /console")
     add("--debug", action="store_true", help="debug logging")
@@ -112,7 +110,8 @@ def _env_or_flag(value: Optional[float], env: Mapping[str, str], name: str, defa
     return number
 
 
-def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str, a2a_token: Optional[str]) -> Settings:
+def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str, a2a_token: Optional[str],
+                  state_dir: Optional[str] = None) -> Settings:
     ttl = args.interrupt_ttl
     if ttl is None:
         raw = env.get("IAC_CODE_AGUI_INTERRUPT_TTL")
@@ -120,20 +119,14 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str
             ttl = float(raw) if raw else DEFAULT_INTERRUPT_TTL
         except ValueError:
             raise ConfigError("IAC_CODE_AGUI_INTERRUPT_TTL must be a number of seconds, not %r" % raw)
-        if ttl < 0:
-            raise ConfigError("IAC_CODE_AGUI_INTERRUPT_TTL must be >= 0")
-    state_dir = args.state_dir
-    state_dir = os.path.realpath(os.path.expanduser(state_dir)) if state_dir else default_state_dir(env)
-    if args.threads < 4:
-        raise ConfigError("--threads must be at least 4")
-    max_runs = args.max_active_runs if args.max_active_runs is not None else max(1, args.threads - 8)
-    if args.heartbeat_interval <= 0:
-        raise ConfigError("--heartbeat-interval must be > 0")
+        if not 0 <= ttl <= 1e9:
+            raise ConfigError("IAC_CODE_AGUI_INTERRUPT_TTL must be a number of seconds >= 0, not %r" % raw)
     return Settings(
-        a2a_url=a2a_url, a2a_token=a2a_token, auth_token=args.auth_token or env.get("IAC_CODE_AGUI_AUTH_TOKEN") or None,
-        state_dir=state_dir, allowed_cwds=default_allowed_cwds(env), interrupt_ttl=ttl,
-        heartbeat_interval=args.heartbeat_interval, upstream_idle_timeout=args.upstream_idle_timeout,
-        max_active_runs=max_runs, reconnect_grace=args.reconnect_grace, upstream_kind=args.upstream_kind,
+        a2a_url=a2a_url, a2a_token=a2a_token, auth_token=auth_token(args, env),
+        state_dir=state_dir or resolve_state_dir(args, env), allowed_cwds=default_allowed_cwds(env),
+        interrupt_ttl=ttl, heartbeat_interval=args.heartbeat_interval,
+        upstream_idle_timeout=args.upstream_idle_timeout, max_active_runs=run_cap(args),
+        reconnect_grace=args.reconnect_grace, upstream_kind=args.upstream_kind,
         default_language=i18n.process_locale_language(env),
         run_log_ttl=_env_or_flag(args.run_log_ttl, env, "IAC_CODE_AGUI_RUN_LOG_TTL", DEFAULT_RUN_LOG_TTL),
         run_log_max_mb=_env_or_flag(args.run_log_max_mb, env, "IAC_CODE_AGUI_RUN_LOG_MAX_MB", DEFAULT_RUN_LOG_MAX_MB),
@@ -153,6 +146,71 @@ def console_enabled(args: argparse.Namespace, env: Mapping[str, str]) -> bool:
     raise ConfigError("IAC_CODE_AGUI_CONSOLE must be 1/true/on or 0/false/off, not %r" % raw)
 
 
+def auth_token(args: argparse.Namespace, env: Mapping[str, str]) -> Optional[str]:
+    return args.auth_token or env.get("IAC_CODE_AGUI_AUTH_TOKEN") or None
+
+
+def resolve_state_dir(args: argparse.Namespace, env: Mapping[str, str]) -> str:
+    state_dir = args.state_dir
+    return os.path.realpath(os.path.expanduser(state_dir)) if state_dir else default_state_dir(env)
+
+
+def run_cap(args: argparse.Namespace) -> int:
+    """The active-run cap: explicit, or the thread count minus spares; 0 means no cap."""
+    if args.max_active_runs is None:
+        return max(1, args.threads - SPARE_THREADS)
+    return int(args.max_active_runs)
+
+
+def capacity_problems(threads: int, max_active_runs: int) -> Tuple[Optional[str], List[str]]:
+    """(refusal, warnings) for a thread count and run cap.
+
+    Every open stream holds one waitress thread for its whole run.  A cap above the thread count can never
+    be reached: the runs past it would wait unseen in waitress's queue instead of getting the documented
+    429.  A cap that leaves no spare thread lets streams starve /health, /ready and the cancel route.
+    """
+    if max_active_runs > threads:
+        return ("--max-active-runs %d exceeds --threads %d: every active run holds a worker thread for its "
+                "stream, so runs past %d would queue silently instead of getting 429; raise --threads or lower "
+                "--max-active-runs" % (max_active_runs, threads, threads)), []
+    warnings = []
+    if max_active_runs == 0:
+        warnings.append("--max-active-runs 0 means unlimited: past --threads %d, new runs wait in the server's "
+                        "queue instead of getting 429 RUNTIME_CAPACITY_EXCEEDED" % threads)
+    elif max_active_runs > threads - 2:
+        warnings.append("--max-active-runs %d leaves fewer than 2 of --threads %d free: with every run streaming, "
+                        "/health, /ready and cancel requests wait for a thread" % (max_active_runs, threads))
+    return None, warnings
+
+
+def exposure_warnings(host: str, token: Optional[str]) -> List[str]:
+    """A bind beyond loopback without a client token lets anyone on the network drive the agent."""
+    if is_loopback_host(host) or token:
+        return []
+    return ["--host %s is not a loopback address and no --auth-token (IAC_CODE_AGUI_AUTH_TOKEN) is set: anyone "
+            "who can reach this port can run the agent in your workspaces" % host]
+
+
+def listen_address(args: argparse.Namespace, env: Mapping[str, str]) -> Tuple[str, int]:
+    host = args.host or env.get("IAC_CODE_AGUI_HOST") or DEFAULT_HOST
+    if args.port is not None:
+        return host, args.port
+    raw = env.get("IAC_CODE_AGUI_PORT") or str(DEFAULT_PORT)
+    try:
+        return host, int(port(raw))
+    except argparse.ArgumentTypeError:
+        raise ConfigError("IAC_CODE_AGUI_PORT: expected a port number between 1 and 65535, got %r" % raw)
+
+
+def check_state_dir(state_dir: str) -> None:
+    """Create the state directory if needed and prove it writable, before anything listens."""
+    from iaccode_agui.state.store import StateError, ThreadStore
+    try:
+        ThreadStore(state_dir).check_writable()
+    except StateError as exc:
+        raise ConfigError("--state-dir %s" % exc)
+
+
 def configure_logging(debug: bool, to_stdout: bool) -> None:
     handler = logging.StreamHandler(sys.stdout if to_stdout else sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -165,42 +223,63 @@ def configure_logging(debug: bool, to_stdout: bool) -> None:
 
 def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] = None) -> int:
     env = os.environ if env is None else env
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     configure_logging(args.debug, args.log_stdout)
-    host = args.host or env.get("IAC_CODE_AGUI_HOST") or DEFAULT_HOST
-    try:
-        port = args.port if args.port is not None else _port(env.get("IAC_CODE_AGUI_PORT") or str(DEFAULT_PORT))
-    except (ValueError, argparse.ArgumentTypeError):
-        print("error: IAC_CODE_AGUI_PORT must be a port number between 1 and 65535", file=sys.stderr)
-        return 2
     from iaccode_agui.upstream import choose_upstream
     try:
+        host, port_number = listen_address(args, env)
+        refusal, warnings = capacity_problems(args.threads, run_cap(args))
+        if refusal:
+            raise ConfigError(refusal)
+        state_dir = resolve_state_dir(args, env)
+        check_state_dir(state_dir)
         a2a_url = args.a2a_url or env.get("IAC_CODE_AGUI_A2A_URL") or None
         if a2a_url:
             a2a_url = normalize_a2a_url(a2a_url)
         upstream = choose_upstream(a2a_url=a2a_url, a2a_token=args.a2a_token or env.get("IAC_CODE_AGUI_A2A_TOKEN"),
                                    demo=args.demo, env=env)
     except ConfigError as exc:
-        print("error: %s" % exc, file=sys.stderr)
+        print("%s: error: %s" % (parser.prog, exc), file=sys.stderr)
         return 2
+    warnings.extend(exposure_warnings(host, auth_token(args, env)))
     try:
-        settings = settings_from(args, env, upstream.url, upstream.token)
-        return serve(settings, host, port, args, upstream.description)
+        settings = settings_from(args, env, upstream.url, upstream.token, state_dir)
+        return serve(settings, host, port_number, args, upstream.description, warnings)
     except ConfigError as exc:
-        print("error: %s" % exc, file=sys.stderr)
+        print("%s: error: %s" % (parser.prog, exc), file=sys.stderr)
         return 2
     finally:
         upstream.close()
 
 
-def serve(settings: Settings, host: str, port: int, args: argparse.Namespace, upstream_description: str) -> int:
-    from iaccode_agui.app import AguiApp
+def start_server(app: Any, host: str, port_number: int, threads: int, settings: Settings) -> Any:
+    """Bind the listening socket; a busy port or an unusable host is a one-line ConfigError naming the flag."""
     from iaccode_agui.serving import ServerThread, waitress_limits
+    try:
+        return ServerThread(app, host, port_number, threads=threads, connection_limit=threads + 256,
+                            cleanup_interval=5, channel_timeout=max(120, int(settings.heartbeat_interval * 4)),
+                            **waitress_limits(settings.max_request_bytes))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError("--port %d: address already in use on %s" % (port_number, host))
+        if isinstance(exc, socket.gaierror):
+            raise ConfigError("--host %s: cannot resolve this host name (%s)" % (host, exc.strerror or exc))
+        raise ConfigError("--host %s --port %d: cannot listen there: %s" % (host, port_number, exc.strerror or exc))
+    except ValueError as exc:   # waitress: "Invalid host/port specified."
+        raise ConfigError("--host %s: not an address or host name this machine can listen on (%s)" % (host, exc))
+
+
+def serve(settings: Settings, host: str, port: int, args: argparse.Namespace, upstream_description: str,
+          warnings: Sequence[str] = ()) -> int:
+    from iaccode_agui.app import AguiApp
 
     app = AguiApp(settings)
-    server = ServerThread(app, host, port, threads=args.threads, connection_limit=args.threads + 256,
-                          cleanup_interval=5, channel_timeout=max(120, int(settings.heartbeat_interval * 4)),
-                          **waitress_limits(settings.max_request_bytes))
+    try:
+        server = start_server(app, host, port, args.threads, settings)
+    except ConfigError:
+        app.close(0)
+        raise
     stop = threading.Event()
     reason: List[str] = []
 
@@ -215,6 +294,8 @@ def serve(settings: Settings, host: str, port: int, args: argparse.Namespace, up
     print("state dir: %s" % settings.state_dir, flush=True)
     if settings.console:
         print("web console: %sconsole" % server.url, flush=True)
+    for warning in warnings:
+        log.warning("%s", warning)
     if args.idle_shutdown > 0:
         _start_idle_monitor(app, args.idle_shutdown, stop, reason)
     while not stop.wait(0.5):

@@ -8,6 +8,7 @@ import os
 import sys
 from typing import List, Optional, Sequence, TextIO
 
+from iaccode_agui.argtypes import OneLineParser, positive_seconds, program_name
 from iaccode_agui.client.render import color_wanted
 from iaccode_agui.client.session import EXIT_INTERRUPTED, ClientOptions, InputFn, TerminalClient
 from iaccode_agui.client.transport import AguiTransport
@@ -43,8 +44,8 @@ def _stdin_is_terminal() -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m iaccode_agui.client",
+    parser = OneLineParser(
+        prog=program_name("iaccode_agui.client"),
         description="Talk to an iac-code AG-UI adapter from a terminal: send a message, watch the run live, "
                     "answer interrupts, cancel with Ctrl-C. Without MESSAGE, every stdin line is a new turn "
                     "on the same thread.",
@@ -61,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--language", default=None, metavar="LANG", help="preferred display language, e.g. fr")
     parser.add_argument("--run-mode", choices=("normal", "pipeline"), default=None, help="execution mode")
     parser.add_argument("--pipeline-name", default=None, metavar="NAME", help="pipeline name, e.g. selling")
-    parser.add_argument("--read-timeout", type=float, default=120.0, metavar="SECONDS",
+    parser.add_argument("--read-timeout", type=positive_seconds, default=120.0, metavar="SECONDS",
                         help="seconds without any byte (heartbeats count) before giving up (default %(default)s)")
     parser.add_argument("--no-color", action="store_true", help="plain output (automatic when not a terminal)")
     return parser

@@ -27,8 +27,9 @@ import json
 import os
 import stat
 import threading
+import logging
 import time
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, TypeVar
 
 from iaccode_agui.state.keys import thread_file_stem
 from iaccode_agui.state.model import StateCorrupt, ThreadState
@@ -37,6 +38,31 @@ MAX_STATE_BYTES = 8 * 1024 * 1024
 REPLACE_ATTEMPTS = 3
 _DIR_MODE = 0o700
 _FILE_MODE = 0o600
+
+log = logging.getLogger("iaccode_agui.state")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _logs_failures(operation: str) -> Callable[[_F], _F]:
+    """Log a state failure once, with the directory and the reason, where the disk said no.
+
+    Clients only ever see ``STATE_UNAVAILABLE`` or ``STATE_PERSISTENCE_FAILED``; without this line an operator
+    would have no way to learn which path failed or why.
+    """
+    def wrap(method: _F) -> _F:
+        def logged(self: "ThreadStore", *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(self, *args, **kwargs)
+            except StateError as exc:
+                if not getattr(exc, "logged", False):
+                    exc.logged = True  # type: ignore[attr-defined]
+                    self.report_failure(operation, exc)
+                raise
+        logged.__name__ = method.__name__
+        logged.__doc__ = method.__doc__
+        logged.__wrapped__ = method  # type: ignore[attr-defined]
+        return logged  # type: ignore[return-value]
+    return wrap
 
 
 class StateError(Exception):
@@ -164,7 +190,9 @@ class ThreadStore:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX)
                 except OSError as exc:
-                    raise StateUnavailable("cannot lock the thread state: %s" % exc) from exc
+                    failure = StateUnavailable("cannot lock the thread state: %s" % exc)
+                    self.report_failure("lock", failure)
+                    raise failure from exc
                 txn = Transaction(self, thread_id, stem, self._read(thread_id, stem))
                 try:
                     yield txn
@@ -185,7 +213,9 @@ class ThreadStore:
             os.close(fd)
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
                 return None
-            raise StateUnavailable("cannot lock the thread run: %s" % exc) from exc
+            failure = StateUnavailable("cannot lock the thread run: %s" % exc)
+            self.report_failure("run lock", failure)
+            raise failure from exc
         return RunLease(thread_id, fd)
 
     def run_lease_is_held(self, thread_id: str) -> bool:
@@ -195,6 +225,42 @@ class ThreadStore:
             return True
         lease.release()
         return False
+
+    # -- diagnostics --
+
+    def check_writable(self) -> None:
+        """Prove the directory usable now: create it (0700) if missing, write, fsync and remove a probe file.
+
+        Raises ``StateUnavailable`` whose message names the path and the operating system's reason, so a
+        start-up check and the readiness probe can say exactly what is wrong.
+        """
+        try:
+            ThreadStore._ensure_dirs.__wrapped__(self)  # type: ignore[attr-defined]  # the caller reports it
+        except StateUnavailable as exc:
+            self._dirs_ready = False
+            cause = exc.__cause__
+            reason = str(exc)
+            if isinstance(cause, OSError):
+                reason = "cannot create or open it: %s%s" % (
+                    _os_reason(cause), " at %s" % cause.filename if cause.filename else "")
+            raise StateUnavailable("%s: %s" % (self.state_dir, reason)) from exc
+        probe = os.path.join(self.threads_dir, ".probe-%d-%d" % (os.getpid(), threading.get_ident()))
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
+            try:
+                os.write(fd, b"probe\n")
+                if self._fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            self._dirs_ready = False
+            raise StateUnavailable("%s: not writable: %s" % (self.state_dir, _os_reason(exc))) from exc
+
+    def report_failure(self, operation: str, exc: BaseException) -> None:
+        """Log a failed state operation with the directory and the reason (the HTTP answer names neither)."""
+        log.warning("state %s failed in %s: %s", operation, self.state_dir, exc)
 
     # -- internals --
 
@@ -219,6 +285,7 @@ class ThreadStore:
                 if entry[1] == 0:
                     del self._locks[stem]
 
+    @_logs_failures("preparation")
     def _ensure_dirs(self) -> None:
         if self._dirs_ready:
             return
@@ -237,6 +304,7 @@ class ThreadStore:
                 raise StateUnavailable("cannot prepare the state directory: %s" % exc) from exc
             self._dirs_ready = True
 
+    @_logs_failures("lock")
     def _open_lock_file(self, name: str) -> int:
         path = os.path.join(self.threads_dir, name)
         try:
@@ -255,6 +323,7 @@ class ThreadStore:
             raise
         return fd
 
+    @_logs_failures("read")
     def _read(self, thread_id: str, stem: str) -> Optional[ThreadState]:
         try:
             info = os.lstat(self.threads_dir)
@@ -290,6 +359,7 @@ class ThreadStore:
         except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError and StateCorrupt are ValueErrors
             raise StateUnavailable("the thread state is corrupt: %s" % exc) from exc
 
+    @_logs_failures("write")
     def _write_atomic(self, name: str, payload: bytes) -> None:
         self._ensure_dirs_for_write()
         final = os.path.join(self.threads_dir, name)
@@ -323,6 +393,7 @@ class ThreadStore:
                 with contextlib.suppress(OSError):
                     os.unlink(temp)
 
+    @_logs_failures("delete")
     def _unlink(self, name: str) -> None:
         try:
             os.unlink(os.path.join(self.threads_dir, name))
@@ -338,6 +409,11 @@ class ThreadStore:
             self._ensure_dirs()
         except StateUnavailable as exc:
             raise StateWriteFailed(str(exc)) from exc
+
+
+def _os_reason(exc: OSError) -> str:
+    name = errno.errorcode.get(exc.errno or 0, "")
+    return "%s (%s)" % (exc.strerror or exc, name) if name else str(exc.strerror or exc)
 
 
 def _make_private_dirs(path: str) -> None:
