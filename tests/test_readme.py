@@ -38,3 +38,34 @@ def test_curl_example_streams_a_valid_run(adapter, workspace):
     body = json.loads(payload.replace("/tmp/ws", workspace))
     events = adapter.run(body)
     assert events[0]["type"] == "RUN_STARTED" and events[-1]["type"] == "RUN_FINISHED"
+
+
+def _readme_text():
+    with open(README, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def test_flags_list_names_every_server_flag():
+    from iaccode_agui.cli import build_parser
+    flags_block = next(block for block in _literal_blocks() if block.lstrip().startswith("--host HOST"))
+    documented = set(re.findall(r"--[a-z][a-z0-9-]+", flags_block))
+    actual = {option for action in build_parser()._actions for option in action.option_strings
+              if option.startswith("--") and option != "--help"}
+    assert actual - documented == set(), "flags missing from the README's list"
+    assert "0 = unlimited" in flags_block
+
+
+def test_console_scripts_are_named():
+    import configparser
+    config = configparser.ConfigParser()
+    config.read(os.path.join(ROOT, "setup.cfg"))
+    scripts = [line.split("=")[0].strip() for line in config["options.entry_points"]["console_scripts"].splitlines()
+               if line.strip()]
+    text = _readme_text()
+    assert scripts and all("``%s``" % script in text for script in scripts)
+
+
+def test_health_and_ready_are_documented():
+    text = _readme_text()
+    assert "``GET /ready``" in text and "``GET /health``" in text
+    assert "protocolPackageVersion" in text and "readinessProbe" in text and "503" in text
