@@ -219,6 +219,8 @@ def configure_logging(debug: bool, to_stdout: bool) -> None:
     root.setLevel(logging.DEBUG if debug else logging.INFO)
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)
     logging.getLogger("urllib3").setLevel(logging.WARNING)
+    # The demo runtime's connection notices (the adapter closing streams it no longer needs) are noise.
+    logging.getLogger("iaccode_agui.demo.http").setLevel(logging.DEBUG if debug else logging.WARNING)
 
 
 def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] = None) -> int:

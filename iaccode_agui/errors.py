@@ -68,6 +68,7 @@ MSG_A2A_NOT_ACCEPTED = "The A2A interrupt response was not accepted."
 MSG_A2A_REJECTED = "The A2A service rejected the interrupt response."
 MSG_A2A_IDLE_TIMEOUT = "The local A2A execution service stopped responding."
 MSG_A2A_PROTOCOL_ERROR = "The A2A task, context or session does not match the interrupted run."
+MSG_CONVERSATION_LOST = "The runtime no longer has this conversation; start a new thread."
 MSG_A2A_EXECUTION_FAILED = "The A2A execution failed."
 MSG_CANCELLED = "The execution was cancelled."
 MSG_SESSION_BACKUP_NOT_READY = "The iac-code session backup is not ready yet. Retry after 3 seconds."
@@ -108,6 +109,9 @@ ERRORS: Dict[str, Tuple[int, str]] = {
     "STATE_PERSISTENCE_FAILED": (503, MSG_STATE_PERSISTENCE_FAILED),
     "A2A_UNAVAILABLE": (502, MSG_A2A_UNAVAILABLE),
     "A2A_PROTOCOL_ERROR": (502, MSG_A2A_PROTOCOL_ERROR),
+    # A new turn found that the runtime has forgotten the thread's session (a restarted runtime that does not
+    # persist its sessions, or one whose sessions were deleted): retrying cannot help, a new thread can.
+    "CONVERSATION_LOST": (409, MSG_CONVERSATION_LOST),
     "A2A_EXECUTION_FAILED": (502, MSG_A2A_EXECUTION_FAILED),
     "CANCELLED": (409, MSG_CANCELLED),
     "SESSION_BACKUP_NOT_READY": (503, MSG_SESSION_BACKUP_NOT_READY),
@@ -115,7 +119,11 @@ ERRORS: Dict[str, Tuple[int, str]] = {
 
 # Codes that say the upstream failed (not the client, not this adapter): counted apart in the metrics.
 UPSTREAM_CODES = frozenset({"A2A_UNAVAILABLE", "A2A_PROTOCOL_ERROR", "A2A_EXECUTION_FAILED",
-                            "SESSION_BACKUP_NOT_READY"})
+                            "SESSION_BACKUP_NOT_READY", "CONVERSATION_LOST"})
+
+# Seconds a client should wait before retrying, sent as ``Retry-After`` with these codes.  A busy thread frees
+# itself as soon as its run ends or its lost client is noticed, so one second is the useful retry step.
+RETRY_AFTER: Dict[str, str] = {"THREAD_BUSY": "1"}
 
 MESSAGES: Tuple[str, ...] = tuple(
     value for name, value in sorted(globals().items()) if name.startswith("MSG_") and isinstance(value, str)
@@ -135,6 +143,8 @@ class AguiError(Exception):
         self.code = code
         self.message = message if message is not None else ERRORS[code][1]
         self.headers = dict(headers or {})
+        if code in RETRY_AFTER:
+            self.headers.setdefault("Retry-After", RETRY_AFTER[code])
         super().__init__("%s: %s" % (code, self.message))
 
     @property

@@ -351,3 +351,19 @@ def test_abort_after_prepared_interrupt_balances_spans() -> None:
     events = events_of(out + closing + projector.abort("STATE_PERSISTENCE_FAILED", "x"))
     check_sequence(events)
     assert events[-1]["code"] == "STATE_PERSISTENCE_FAILED" and projector.pending == {}
+
+
+def test_a_new_turn_whose_first_session_differs_is_a_lost_conversation() -> None:
+    projector = simple(session_id="s-1")
+    outputs = list(projector.start())
+    outputs += projector.feed(_status("task-a", CTX, text="hi", iac={"iacCodeSessionId": "s-new"}))
+    events = events_of(outputs)
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "CONVERSATION_LOST"
+    check_sequence(events)
+
+
+def test_a_resume_whose_session_differs_stays_a_protocol_error() -> None:
+    projector = simple(session_id="s-1", resume=True, task_id="task-a")
+    outputs = list(projector.start())
+    outputs += projector.feed(_status("task-a", CTX, text="hi", iac={"iacCodeSessionId": "s-new"}))
+    assert events_of(outputs)[-1]["code"] == "A2A_PROTOCOL_ERROR"

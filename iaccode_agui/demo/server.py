@@ -3,15 +3,25 @@
 Every open stream holds one waitress worker thread, so the pool is sized for many concurrent streams, and
 ``channel_request_lookahead`` is on so a stream notices a vanished client while it is silent.
 """
+import logging
 import threading
 from typing import Any, Optional
 
 from waitress import wasyncore
+from waitress.channel import HTTPChannel
 from waitress.server import create_server
 
 from iaccode_agui.demo.runtime import ScriptedRuntime
 
 DEFAULT_THREADS = 160
+# The runtime's own HTTP log.  Its peer is the adapter, which closes an upstream stream on purpose whenever
+# its client goes away; under waitress's shared "waitress" logger that showed up as a second "Client
+# disconnected" line next to the adapter's own.
+HTTP_LOGGER = "iaccode_agui.demo.http"
+
+
+class _RuntimeChannel(HTTPChannel):
+    logger = logging.getLogger(HTTP_LOGGER)
 
 
 class DemoServer:
@@ -37,6 +47,7 @@ class DemoServer:
         # Each open stream holds a thread and a connection: size the connection limit with the threads.
         server = create_server(runtime, host=host, port=port, threads=threads, channel_request_lookahead=8,
                                connection_limit=threads + 100, asyncore_use_poll=True, ident="iac-code-demo")
+        server.channel_class = _RuntimeChannel
         bound_port = server.effective_port
         url_host = "[%s]" % host if ":" in host else host
         thread = threading.Thread(target=server.run, name="demo-a2a-server", daemon=True)

@@ -64,6 +64,10 @@ class ProtocolViolation(Exception):
     """The runtime broke the identity contract of the run (other task, context or session)."""
 
 
+class ConversationLost(ProtocolViolation):
+    """A new turn got a session other than the thread's: the runtime has forgotten the conversation."""
+
+
 class SessionNotice(enum.Enum):
     """The session event is announced once, and on a resume only after the runtime accepted an answer."""
     HELD = "held"
@@ -84,6 +88,7 @@ class RunProjector:
         self.last_state = TaskState.UNSEEN
         self.done = False
         self.session_notice = SessionNotice.HELD if ctx.resume else SessionNotice.DUE
+        self.session_confirmed = False        # the runtime has reported the thread's session in this run
         self._replay_checked: Set[str] = set()
         self._known_digests = set(ctx.text_digests)
         self.pipeline = PipelineMapper(self.spans, self.usage, thread_id=ctx.thread_id,
@@ -103,8 +108,8 @@ class RunProjector:
         try:
             out: List[Output] = list(self.pipeline.recover(state))
             out.extend(self._pipeline_sessions())
-        except ProtocolViolation:
-            return self.fail("A2A_PROTOCOL_ERROR", errors.MSG_A2A_PROTOCOL_ERROR)
+        except ProtocolViolation as exc:
+            return self.violation(exc)
         return out
 
     def _pipeline_sessions(self) -> List[Output]:
@@ -121,9 +126,16 @@ class RunProjector:
         """The iac-code session is pinned once per thread; a different one breaks the identity contract."""
         if self.session_id is None:
             self.session_id = session_id
+            self.session_confirmed = True
             return [BindSession(session_id)]
         if session_id != self.session_id:
+            # Only the first session a new turn reports can reveal a forgotten conversation; a change after
+            # the runtime has confirmed the thread's session is a broken stream.
+            if not self.ctx.resume and not self.session_confirmed:
+                raise ConversationLost("the runtime answered with session %s instead of %s"
+                                       % (session_id, self.session_id))
             raise ProtocolViolation("session id changed")
+        self.session_confirmed = True
         return []
 
     def _progress(self) -> List[Output]:
@@ -190,8 +202,14 @@ class RunProjector:
             return []
         try:
             return self._feed(result, with_text, history_text)
-        except ProtocolViolation:
-            return self.fail("A2A_PROTOCOL_ERROR", errors.MSG_A2A_PROTOCOL_ERROR)
+        except ProtocolViolation as exc:
+            return self.violation(exc)
+
+    def violation(self, exc: ProtocolViolation) -> List[Output]:
+        """End the run for a broken identity contract; a forgotten conversation gets its own code."""
+        if isinstance(exc, ConversationLost):
+            return self.fail("CONVERSATION_LOST", errors.MSG_CONVERSATION_LOST)
+        return self.fail("A2A_PROTOCOL_ERROR", errors.MSG_A2A_PROTOCOL_ERROR)
 
     def check_identity(self, result: Any) -> List[Output]:
         """Bind/verify task, context and session from a snapshot without mapping its content.

@@ -78,6 +78,11 @@ class RunChannel:
     def next_seq(self) -> int:
         return self._next_seq
 
+    def client_gone(self) -> bool:
+        """No client, or the attached one's connection is known to be lost (its stream has not noticed yet)."""
+        sub = self._subscriber
+        return sub is None or (sub.gone is not None and sub.gone())
+
     def publish(self, event: Dict[str, Any]) -> None:
         with self._lock:
             if self.closed:

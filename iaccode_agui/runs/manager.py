@@ -43,6 +43,7 @@ FINISHED_KEEP = 256          # finished runs whose events stay available for re-
 FINISHED_TTL = 300.0         # seconds
 REATTACH_TAKEOVER_WAIT = 2.0  # how long a re-attach waits for the server to notice the old connection's loss
 REMOTE_ATTACH_POLL = 0.5      # how often an owner without a client checks for one attached elsewhere
+ABANDONED_RELEASE_WAIT = 1.0  # how long a new run waits for the release of a run whose client is gone
 
 
 class LiveRun:
@@ -194,7 +195,7 @@ class RunManager:
                 raise AguiError("RUNTIME_CAPACITY_EXCEEDED", headers={"Retry-After": "1"})
             self._reserved += 1          # held until the run is registered (or admission fails)
         try:
-            run, admitted = self._admit(req)
+            run, admitted = self._admit_freeing_abandoned(req)
         finally:
             with self._lock:
                 self._reserved -= 1
@@ -263,6 +264,39 @@ class RunManager:
         run.cancel_grace()
         self.metrics.inc("agui_reattach_total")
         return run, sub
+
+    def _admit_freeing_abandoned(self, req: RunRequest) -> Tuple[LiveRun, admission_rules.Admission]:
+        try:
+            return self._admit(req)
+        except AguiError as exc:
+            if exc.code != "THREAD_BUSY" or not self._free_abandoned(req.thread_id):
+                raise
+        return self._admit(req)
+
+    def _free_abandoned(self, thread_id: str) -> bool:
+        """Cancel this thread's live run when its client is gone and wait briefly for the release.
+
+        A client that drops a stream and posts again at once would otherwise get THREAD_BUSY until the old
+        stream's next poll notices the lost connection.  Without a reconnect grace nobody can take the old
+        run back, so it is cancelled now; with a grace window it waits for its re-attach as documented.
+        """
+        if self.settings.reconnect_grace > 0:
+            return False
+        with self._lock:
+            runs = [run for run in self._active.values() if run.thread_id == thread_id]
+        abandoned = [run for run in runs if run.worker is not None and not run.worker.finished
+                     and run.channel.client_gone() and not run.followed_elsewhere()]
+        if not abandoned:
+            return False
+        for run in abandoned:
+            run.worker.request_cancel()      # type: ignore[union-attr]
+        deadline = time.monotonic() + ABANDONED_RELEASE_WAIT
+        while time.monotonic() < deadline:
+            with self._lock:
+                if all(self._active.get(run.key) is not run for run in abandoned):
+                    return True
+            time.sleep(0.01)
+        return False
 
     def _admit(self, req: RunRequest) -> Tuple[LiveRun, admission_rules.Admission]:
         lease: Optional[RunLease] = None

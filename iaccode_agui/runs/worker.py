@@ -180,7 +180,11 @@ class RunWorker:
         # is not told THREAD_BUSY.
         self.outcome = end.outcome
         self.error_code = end.code
-        if end.code == "A2A_PROTOCOL_ERROR":
+        if end.code == "CONVERSATION_LOST":
+            log.warning("thread %s: the A2A runtime no longer has session %s (it answered a new turn with another "
+                        "one); the thread cannot continue, the client must start a new thread",
+                        self.projector.ctx.thread_id, self.projector.ctx.session_id)
+        if end.code in ("A2A_PROTOCOL_ERROR", "CONVERSATION_LOST"):
             self._cancel_task_if_unprotected()   # nobody would observe the task any more
         self.recorder.release(terminal=end.outcome != "interrupt")
         self._on_release()
