@@ -8,6 +8,8 @@ import sys
 import time
 from typing import Any, Dict, List
 
+import pytest
+
 from iaccode_agui.client import AguiTransport, main
 from iaccode_agui.client.prompt import AnswerForm, InvalidAnswer
 from iaccode_agui.client.render import Renderer
@@ -258,11 +260,23 @@ def test_help_in_a_subprocess():
         assert flag in done.stdout
 
 
-def test_real_sigint_in_a_subprocess_cancels_the_run(adapter, demo):
-    """The in-process tests raise KeyboardInterrupt from the output; a real Ctrl-C lands in a socket read."""
+def _inherit_sigint(disposition):
+    """The child starts with exactly this SIGINT disposition, not whatever the test runner was given."""
+    return lambda: signal.signal(signal.SIGINT, disposition)
+
+
+@pytest.mark.parametrize("inherited", [signal.SIG_DFL, signal.SIG_IGN], ids=["sigint-default", "sigint-ignored"])
+def test_real_sigint_in_a_subprocess_cancels_the_run(adapter, demo, inherited):
+    """The in-process tests raise KeyboardInterrupt from the output; a real Ctrl-C lands in a socket read.
+
+    A background job of a non-interactive shell (nohup, ``setsid ... &``, CI runners) inherits SIGINT as
+    ignored; the client must still cancel on Ctrl-C.
+    """
+    thread = "sig-%s" % ("ign" if inherited is signal.SIG_IGN else "dfl")
     child = subprocess.Popen([sys.executable, "-m", "iaccode_agui.client", "--url", adapter.url, "--cwd",
-                              adapter.workspace, "--thread", "sig", "--ros-invocation-id", "inv-s", "slow"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_child_env())
+                              adapter.workspace, "--thread", thread, "--ros-invocation-id", "inv-s", "slow"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_child_env(),
+                             preexec_fn=_inherit_sigint(inherited))
     seen = b""
     try:
         deadline = time.monotonic() + 30
@@ -282,7 +296,7 @@ def test_real_sigint_in_a_subprocess_cancels_the_run(adapter, demo):
     assert child.returncode == 130, (child.returncode, (seen + rest).decode("utf-8", "replace"), errors)
     output = (seen + rest).decode("utf-8")
     assert "cancel: cancelled" in output and "\x1b[" not in output
-    state = adapter.app.store.load("sig")
+    state = adapter.app.store.load(thread)
     assert wait_for(lambda: ("CancelTask", state.execution.task_id) in demo.runtime.requests_log)
 
 

@@ -4,9 +4,12 @@
 in-process under test; the defaults are the real terminal and HTTP.
 """
 import argparse
+import contextlib
 import os
+import signal
 import sys
-from typing import List, Optional, Sequence, TextIO
+import threading
+from typing import Any, Iterator, List, Optional, Sequence, TextIO
 
 from iaccode_agui.argtypes import OneLineParser, positive_seconds, program_name
 from iaccode_agui.client.render import color_wanted
@@ -41,6 +44,24 @@ def _stdin_is_terminal() -> bool:
         return sys.stdin.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+@contextlib.contextmanager
+def ctrl_c_cancels() -> Iterator[None]:
+    """Make Ctrl-C raise KeyboardInterrupt for the duration, whatever SIGINT disposition was inherited.
+
+    A process started in the background by a non-interactive shell (``cmd &``, nohup, many CI runners)
+    inherits SIGINT as *ignored*; Python then never installs its own handler and Ctrl-C would neither
+    cancel the run nor exit.  Only the main thread may install handlers, so elsewhere this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: Any = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,9 +105,10 @@ def main(argv: Optional[Sequence[str]] = None, input_fn: Optional[InputFn] = Non
     client = TerminalClient(transport, options, input_fn, out, color=color_wanted(out, args.no_color))
     words: List[str] = args.message
     try:
-        if words:
-            return client.send(" ".join(words))
-        return client.repl()
+        with ctrl_c_cancels():
+            if words:
+                return client.send(" ".join(words))
+            return client.repl()
     except KeyboardInterrupt:
         client.renderer.end_line()
         return EXIT_INTERRUPTED
