@@ -29,6 +29,9 @@ MIN_THREADS = 4
 # Threads kept free of streams by the default run cap, so /health, /ready, cancels and metrics still answer
 # when every admitted run holds its stream open.
 SPARE_THREADS = 8
+# With --demo, the scripted runtime keeps its sessions and tasks here, inside the state directory: a
+# restarted demo then still knows every thread the adapter remembers, as a restarted iac-code would.
+DEMO_RUNTIME_DIR = "demo-runtime"
 
 ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_HOST            --host
@@ -240,7 +243,7 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] 
         if a2a_url:
             a2a_url = normalize_a2a_url(a2a_url)
         upstream = choose_upstream(a2a_url=a2a_url, a2a_token=args.a2a_token or env.get("IAC_CODE_AGUI_A2A_TOKEN"),
-                                   demo=args.demo, env=env)
+                                   demo=args.demo, env=env, demo_dir=os.path.join(state_dir, DEMO_RUNTIME_DIR))
     except ConfigError as exc:
         print("%s: error: %s" % (parser.prog, exc), file=sys.stderr)
         return 2

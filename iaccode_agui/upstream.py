@@ -31,10 +31,15 @@ class Upstream:
 
 
 class DemoUpstream(Upstream):
-    def __init__(self) -> None:
+    """The scripted runtime; with ``state_dir`` its sessions and tasks survive a restart like the real one's."""
+
+    def __init__(self, state_dir: Optional[str] = None) -> None:
         from iaccode_agui.demo.server import DemoServer
         token = secrets.token_urlsafe(32)
-        self._server = DemoServer.start(host="127.0.0.1", port=0, token=token)
+        try:
+            self._server = DemoServer.start(host="127.0.0.1", port=0, token=token, state_dir=state_dir)
+        except OSError as exc:
+            raise ConfigError("cannot use %s for the demo runtime's sessions: %s" % (state_dir, exc))
         super().__init__(self._server.url, token, "built-in scripted runtime (--demo) at %s" % self._server.url)
 
     def close(self) -> None:
@@ -107,13 +112,13 @@ def iac_code_command() -> Optional[List[str]]:
 
 
 def choose_upstream(*, a2a_url: Optional[str], a2a_token: Optional[str], demo: bool,
-                    env: Mapping[str, str]) -> Upstream:
+                    env: Mapping[str, str], demo_dir: Optional[str] = None) -> Upstream:
     if a2a_url and demo:
         raise ConfigError("--demo and --a2a-url are mutually exclusive")
     if a2a_url:
         return Upstream(a2a_url, a2a_token, "A2A runtime at %s" % a2a_url)
     if demo:
-        return DemoUpstream()
+        return DemoUpstream(demo_dir)
     command = iac_code_command()
     if command is not None:
         return ManagedChild(command, env)

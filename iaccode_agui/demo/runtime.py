@@ -16,6 +16,7 @@ from urllib.parse import parse_qs
 from iaccode_agui.demo import pipeline, scenarios, tools, wire
 from iaccode_agui.demo.messages import (answered_input, echo_user_message, iac_metadata, user_text,
                                         validate_message)
+from iaccode_agui.demo.persistence import open_disk
 from iaccode_agui.demo.streams import EventStream
 from iaccode_agui.demo.tasks import ABORT, END, ERROR, SUBMITTED, WORKING, Subscriber, TaskRecord, TaskStore
 from iaccode_agui.demo.turns import Turn, start_producer
@@ -34,6 +35,13 @@ EXTENSIONS = (
 Chooser = Callable[[str, Dict[str, Any]], Tuple[scenarios.Scenario, Dict[str, Any]]]
 RUN_MODES: Dict[str, Chooser] = {"normal": scenarios.select, "pipeline": pipeline.select}
 SIDEBAND_ONLY = "Candidate permissions are answered with SendMessage."
+# Every scenario by name, for tasks loaded back from disk (names are unique across run modes).
+_BY_NAME: Dict[str, scenarios.Scenario] = {
+    item.name: item for item in scenarios.PLAYBOOK + (scenarios.DEFAULT,) + pipeline.PLAYBOOK + (pipeline.SELLING,)}
+
+
+def scenario_named(name: Optional[str]) -> Optional[scenarios.Scenario]:
+    return _BY_NAME.get(name) if isinstance(name, str) else None
 
 StartResponse = Callable[..., Any]
 
@@ -42,14 +50,15 @@ class ScriptedRuntime:
     """The WSGI callable; one instance holds every task of one demo server."""
 
     def __init__(self, token: Optional[str] = None, *, ping_interval: float = 15.0, slow_interval: float = 1.0,
-                 allowed_cwds: Sequence[str] = ()) -> None:
+                 allowed_cwds: Sequence[str] = (), state_dir: Optional[str] = None) -> None:
+        """``state_dir``: where sessions and tasks are kept across restarts (None: in memory only)."""
         if ping_interval <= 0 or slow_interval < 0:
             raise ValueError("ping_interval must be positive and slow_interval non-negative")
         self.token = token
         self.ping_interval = ping_interval
         self.slow_interval = slow_interval
         self.allowed_cwds = [os.path.realpath(os.path.expanduser(root)) for root in allowed_cwds]
-        self.store = TaskStore(time.monotonic)
+        self.store = TaskStore(time.monotonic, disk=open_disk(state_dir), scenario_named=scenario_named)
         self.tool_executions: List[Tuple[str, str]] = []
         self.requests_log: List[Tuple[str, Optional[str]]] = []
         self.http_log: List[Tuple[str, str]] = []

@@ -5,12 +5,14 @@ work and a ``SubscribeToTask`` stream sees the same events as the stream that st
 stream owns a bounded mailbox: a producer that outruns its slowest reader waits, which keeps a million-event
 firehose from piling up in memory.
 """
+import json
 import threading
 import uuid
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from iaccode_agui.demo import wire
+from iaccode_agui.demo.persistence import RuntimeDisk
 
 SUBMITTED = "TASK_STATE_SUBMITTED"
 WORKING = "TASK_STATE_WORKING"
@@ -33,6 +35,9 @@ _EXECUTION_STATUS = {
     SUBMITTED: "submitted", WORKING: "running", INPUT_REQUIRED: "input-required",
     COMPLETED: "completed", FAILED: "failed", CANCELED: "canceled", REJECTED: "rejected",
 }
+
+
+RESTARTED_TEXT = "The scripted runtime restarted while this turn was running."
 
 
 class TurnStopped(Exception):
@@ -195,6 +200,7 @@ class TaskRecord:
                     sub.push((END, None))
             self._held = []
             self.room.notify_all()
+        self.persist()
 
     def subscribe(self, history_length: Optional[int]) -> Subscriber:
         """Attach a SubscribeToTask stream whose first item is the snapshot; atomic, so no event is lost."""
@@ -276,7 +282,9 @@ class TaskRecord:
             for sub in self.subscribers:
                 sub.push(payload)
             self._end_all()
-            return self._snapshot(None)
+            snapshot = self._snapshot(None)
+        self.persist()
+        return snapshot
 
     def fail_silently(self, message: Dict[str, Any], error: Dict[str, Any]) -> None:
         """Mark the task FAILED without an event, as after an agent exception or a dropped connection."""
@@ -287,6 +295,47 @@ class TaskRecord:
             self.iac["error"] = error
             self.revision += 1
             self._end_all()
+
+    # --- persistence ------------------------------------------------------------------------------------
+    def persist(self) -> None:
+        """Save the task (when the store has a directory), so a restarted runtime still knows it."""
+        disk = self.store.disk
+        if disk is None:
+            return
+        with self.lock:
+            try:
+                document = json.loads(json.dumps(self._document()))
+            except (TypeError, ValueError):
+                return          # scenario memory that is not JSON: this task cannot outlive the process
+        disk.save_task(document)
+
+    def _document(self) -> Dict[str, Any]:
+        return {"id": self.id, "contextId": self.context_id, "sessionId": self.session_id,
+                "executionId": self.execution_id, "status": self.status, "history": list(self.history),
+                "iac": self.iac, "artifacts": self.artifacts, "revision": self.revision,
+                "scenario": getattr(self.scenario, "name", None), "scenarioState": self.scenario_state,
+                "cwd": self.cwd, "language": self.language}
+
+    def restore(self, document: Dict[str, Any], scenario: Any) -> None:
+        """Take the saved state back; a turn that was running when the process died has failed."""
+        self.execution_id = str(document.get("executionId") or self.execution_id)
+        self.status = dict(document.get("status") or {"state": FAILED})
+        self.history.extend(document.get("history") or [])
+        self.iac.update(document.get("iac") or {})
+        self.artifacts = list(document.get("artifacts") or [])
+        self.revision = int(document.get("revision") or 0)
+        self.scenario = scenario
+        self.scenario_state = dict(document.get("scenarioState") or {})
+        self.cwd = document.get("cwd")
+        self.language = str(document.get("language") or "en")
+        parked = self.state == INPUT_REQUIRED and scenario is not None
+        if not self.terminal and not parked:
+            message = {"messageId": self.id + "-restarted", "contextId": self.context_id, "taskId": self.id,
+                       "role": "ROLE_AGENT", "parts": [{"text": RESTARTED_TEXT}]}
+            self.status = {"state": FAILED, "message": message, "timestamp": wire.utc_timestamp()}
+            self.iac.pop("input", None)
+            self.iac.pop("permission", None)
+            self.revision += 1
 
     # --- snapshots --------------------------------------------------------------------------------------
     def snapshot(self, history_length: Optional[int] = None) -> Dict[str, Any]:
@@ -323,24 +372,43 @@ class TaskRecord:
 class TaskStore:
     """All tasks, and one iac-code session per context (stable across the turns of a thread)."""
 
-    def __init__(self, clock: Callable[[], float], history_cap: int = HISTORY_CAP) -> None:
+    def __init__(self, clock: Callable[[], float], history_cap: int = HISTORY_CAP,
+                 disk: Optional[RuntimeDisk] = None,
+                 scenario_named: Optional[Callable[[Optional[str]], Any]] = None) -> None:
         self.clock = clock
         self.history_cap = history_cap
         self.instance_id = "instance-" + uuid.uuid4().hex[:12]
         self.stopping = False
+        self.disk = disk
         self._lock = threading.Lock()
         self._tasks: Dict[str, TaskRecord] = {}
         self._sessions: Dict[str, str] = {}
+        if disk is not None:
+            self._load(disk, scenario_named or (lambda name: None))
+
+    def _load(self, disk: RuntimeDisk, scenario_named: Callable[[Optional[str]], Any]) -> None:
+        self._sessions.update(disk.load_sessions())
+        for document in disk.load_tasks():
+            context_id, session_id = document.get("contextId"), document.get("sessionId")
+            if not isinstance(context_id, str) or not isinstance(session_id, str):
+                continue
+            task = TaskRecord(self, document["id"], context_id, session_id)
+            task.restore(document, scenario_named(document.get("scenario")))
+            self._tasks[task.id] = task
+            self._sessions.setdefault(context_id, session_id)
 
     def create(self, context_id: str) -> TaskRecord:
         with self._lock:
             session_id = self._sessions.get(context_id)
+            new_session = session_id is None
             if session_id is None:
                 session_id = str(uuid.uuid4())
                 self._sessions[context_id] = session_id
             task = TaskRecord(self, str(uuid.uuid4()), context_id, session_id)
             self._tasks[task.id] = task
-            return task
+            if new_session and self.disk is not None:
+                self.disk.save_sessions(dict(self._sessions))   # under the lock: saves never reorder
+        return task
 
     def get(self, task_id: Any) -> Optional[TaskRecord]:
         if not isinstance(task_id, str):
