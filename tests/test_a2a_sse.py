@@ -16,7 +16,7 @@ from iaccode_agui.a2a.sse import (
     encode_json_event,
 )
 
-# Frames as captured from an A2A 1.0 runtime (a2a-wire.md section 4): CRLF line ends, one JSON-RPC
+# Frames as captured from an A2A 1.0 runtime (the A2A 1.0 SDK server's framing): CRLF line ends, one JSON-RPC
 # response per event, a keep-alive comment, then an error event.
 _RESULTS = [
     {"task": {"id": "bf03b51c-d05a-4378-8008-2ab87d6407f4", "contextId": "df2ee882-e0e1-4b77-95ce-019d4657f533",

@@ -1,6 +1,6 @@
 """The scripted runtime's pipeline mode, alone, over real HTTP with plain ``requests``.
 
-These pin what the adapter's pipeline mapping is tested against (a2a-dialect.md 1.8-1.10, part A 2.8):
+These pin what the adapter's pipeline mapping is tested against (the runtime's ``iac-code.pipeline.v1`` envelopes, batches and state endpoint):
 envelope shapes, batches, a replayed envelope, a gap only ``/iac-code/pipeline/state`` fills, and the
 sideband permission (SendMessage ack, then SubscribeToTask for the rest).
 """

@@ -1,7 +1,7 @@
 """The scripted A2A runtime, end to end over real HTTP with plain ``requests``: its scenarios (a normal turn,
 permissions, questions, tools, failures and wire faults).
 
-These tests pin the wire shapes the adapter relies on (a2a-dialect.md part A), so a change in the demo that
+These tests pin the wire shapes the adapter relies on (the iac-code A2A dialect), so a change in the demo that
 would make adapter tests pass against something the real runtime never sends shows up here first.  The
 JSON-RPC surface (cancel, subscribe, errors, auth, side endpoints) is in ``test_demo_protocol.py``.
 """

@@ -215,7 +215,7 @@ def _with_small_server_buffer(adapter, watermark: int):
 
 
 def test_stalled_client_memory_is_bounded_and_close_cancels(adapter_factory, demo):
-    """Decision checked here: a full per-client queue blocks the worker (backpressure through the
+    """A full per-client queue blocks the worker (backpressure through the
     runtime's TCP stream) instead of growing memory or dropping events; closing the client cancels."""
     adapter = _with_small_server_buffer(adapter_factory(queue_max_events=8, replay_buffer_events=256), 65536)
     response = adapter.post(adapter.body("firehose 1000000", thread="stall"), stream=True)

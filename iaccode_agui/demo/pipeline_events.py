@@ -1,6 +1,6 @@
 """The pipeline kernel of the scripted runtime: numbered envelopes, their log, and the state endpoint.
 
-In pipeline mode iac-code sends everything as envelopes (a2a-dialect.md 1.8 and part A 2.8), one per
+In pipeline mode iac-code sends everything as ``iac-code.pipeline.v1`` envelopes, one per
 status update in ``metadata.iac_code.pipeline`` or several in ``pipelineBatch.events``.  Every envelope is
 kept in the task's log, because the runtime answers ``/iac-code/pipeline/state`` from it: that endpoint,
 not the live stream, is the authority a client recovers from.  ``PipelineRun`` is what a pipeline scenario

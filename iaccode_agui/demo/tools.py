@@ -1,8 +1,8 @@
 """The scripted tools: their redacted summaries, permission envelopes and (harmless) effects.
 
-Shapes follow a2a-dialect.md 2.4/2.5 so that a client's interrupt and artifact handling meets the same
-fields it will meet on the real runtime.  Only ``write_file`` touches the disk, and only inside an existing
-workspace directory the client named.
+Shapes follow the iac-code runtime's permission, question and artifact metadata, so that a client's
+interrupt and artifact handling meets the same fields it will meet on the real runtime.  Only
+``write_file`` touches the disk, and only inside an existing workspace directory the client named.
 """
 import hashlib
 import json

@@ -7,7 +7,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Optional, Tuple
 
-# JSON-RPC / A2A error codes (a2a-wire.md section 7).
+# JSON-RPC 2.0 error codes and the A2A 1.0 task error codes the runtime answers with.
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
