@@ -5,6 +5,7 @@ import re
 
 import docutils.core
 import docutils.nodes
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.rst")
@@ -69,3 +70,78 @@ def test_health_and_ready_are_documented():
     text = _readme_text()
     assert "``GET /ready``" in text and "``GET /health``" in text
     assert "protocolPackageVersion" in text and "readinessProbe" in text and "503" in text
+
+
+FORBIDDEN_REFERENCES = re.compile(r"\.\./shared|\bdecisions?\s+\d|\bitem\s+\d|§|\bseeds?/\d|"
+                                  r"(?:a2a-dialect|a2a-wire|behaviou?r|reference-output|design)\.md")
+
+
+def test_readme_and_code_stand_alone():
+    """Readers of the package have no spec directory: reasons are written out, never referenced by number."""
+    offenders = []
+    paths = [README]
+    for top in ("iaccode_agui", "tools", "tests"):
+        for folder, _, names in os.walk(os.path.join(ROOT, top)):
+            paths += [os.path.join(folder, name) for name in names if name.endswith((".py", ".json", ".rst"))]
+    for path in paths:
+        if path == os.path.abspath(__file__) or "captures" in path:
+            continue
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if FORBIDDEN_REFERENCES.search(line):
+                    offenders.append("%s:%d: %s" % (os.path.relpath(path, ROOT), number, line.strip()))
+    assert offenders == []
+
+
+def _shell_blocks(adapter, workspace):
+    blocks = [block for block in _literal_blocks() if "interrupt.sse" in block]
+    assert len(blocks) == 2, "the permission curl and the resume one-liner"
+    return [block.replace("http://127.0.0.1:8000/", adapter.url).replace("/tmp/ws", workspace) for block in blocks]
+
+
+def test_permission_interrupt_and_resume_commands_work_as_written(adapter, workspace, tmp_path):
+    import shutil
+    import subprocess
+    interrupt, resume = _shell_blocks(adapter, workspace)
+    assert '"please write a file"' in interrupt and "allow_once" in resume and "$ID" in resume
+    if shutil.which("curl") is None or shutil.which("bash") is None:
+        pytest.skip("curl or bash is not installed: cannot run the README's shell commands as written")
+    first = subprocess.run(["bash", "-c", interrupt], cwd=str(tmp_path), capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0 and '"outcome":{"type":"interrupt"' in first.stdout, first.stdout + first.stderr
+    second = subprocess.run(["bash", "-c", resume], cwd=str(tmp_path), capture_output=True, text=True, timeout=60)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.splitlines()[0].startswith("permission-")
+    assert '"type":"RUN_FINISHED"' in second.stdout and '"type":"success"' in second.stdout, second.stdout
+    assert os.path.exists(os.path.join(workspace, "hello.txt"))
+
+
+def test_repeating_an_example_is_explained():
+    text = _readme_text()
+    assert "rm -rf\n~/.iac-code/agui" in text or "rm -rf ~/.iac-code/agui" in text
+    assert "keeps its\nthreads across restarts" in text
+
+
+def test_embedding_names_gunicorn_and_its_caveats():
+    text = _readme_text()
+    for needle in ("``gthread``", "``sync``", "--worker-class gthread", "--timeout 120", "WSGI_SERVER_UNSUPPORTED",
+                   "single-process", "second one", "tools/deploy/gunicorn.conf.py"):
+        assert needle in text, needle
+    assert os.path.exists(os.path.join(ROOT, "tools", "deploy", "gunicorn.conf.py"))
+
+
+def test_air_gapped_commands_are_the_bundles_own():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("offline_bundle", os.path.join(ROOT, "tools", "offline_bundle.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    block = next(block for block in _literal_blocks() if "--find-links wheelhouse iaccode_agui" in block)
+    assert block.splitlines() == module.install_commands("3.9")
+    assert "--python-version 3.9" in _readme_text()
+    assert "``--platform`` replaces that default" in _readme_text()
+
+
+def test_documented_differences_include_the_side_by_side_findings():
+    text = _readme_text()
+    for needle in ("``resume: []``", "CONVERSATION_LOST", "``pipeline_started``", "protocolPackageVersion",
+                   "Retry-After: 1"):
+        assert needle in text, needle

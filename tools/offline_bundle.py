@@ -277,6 +277,13 @@ def write_requirements(path: str, own: Wheel, wheels: List[Wheel], python_versio
         handle.write("\n".join(lines) + "\n")
 
 
+def install_commands(python_version: str) -> List[str]:
+    """The commands a target host runs inside the bundle (INSTALL.txt and the README show the same ones)."""
+    return ["python%s -m venv venv && . venv/bin/activate" % python_version,
+            "pip install --no-index --find-links wheelhouse %s" % PACKAGE,
+            "python -m %s --demo" % PACKAGE]
+
+
 def write_install_note(path: str, own: Wheel, wheels: List[Wheel], python_version: str,
                        platforms: Sequence[str]) -> None:
     binary = sorted({(wheel.name, wheel.version) for wheel in wheels if not wheel.pure})
@@ -290,13 +297,13 @@ def write_install_note(path: str, own: Wheel, wheels: List[Wheel], python_versio
     lines += [
         "",
         "Copy this whole directory to the host; no network access is needed from here on.",
-        "In this directory, preferably inside a virtual environment (python%s -m venv venv; . venv/bin/activate):"
-        % python_version,
+        "In this directory (the first command creates and activates a virtual environment for the package):",
         "",
-        "    pip install --no-index --find-links wheelhouse %s" % PACKAGE,
-        "    python -m %s --demo" % PACKAGE,
+    ]
+    lines += ["    " + command for command in install_commands(python_version)]
+    lines += [
         "",
-        "The second command starts the adapter with its built-in scripted runtime (no LLM, no network) on",
+        "The last command starts the adapter with its built-in scripted runtime (no LLM, no network) on",
         "http://127.0.0.1:8000/; check it with: curl http://127.0.0.1:8000/health",
         "For real use, point it at a running `iac-code a2a`:",
         "    python -m %s --a2a-url http://127.0.0.1:<port>/ --a2a-token <token>" % PACKAGE,

@@ -1,0 +1,15 @@
+"""Behaviour the README lists as a deliberate difference from ``iac-code agui``, pinned end to end."""
+from tests.harness import interrupt_of
+
+
+def test_an_empty_resume_list_is_no_resume(adapter):
+    events = adapter.run(adapter.body("hello", thread="empty-1", resume=[]))
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"]["type"] == "success"
+    without_message = adapter.post(adapter.body(None, thread="empty-2", resume=[]))
+    assert without_message.status_code == 400 and without_message.json()["error"]["code"] == "INVALID_INPUT"
+
+
+def test_an_empty_resume_list_on_a_waiting_thread_asks_for_the_answers(adapter):
+    interrupt_of(adapter.run(adapter.body("please write a file", thread="empty-3")))
+    response = adapter.post(adapter.body("hello", thread="empty-3", resume=[]))
+    assert response.status_code == 409 and response.json()["error"]["code"] == "RESUME_REQUIRED"
