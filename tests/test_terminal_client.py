@@ -306,6 +306,57 @@ def test_piped_stdin_repl_in_a_subprocess_echoes_answers(adapter):
                           capture_output=True, text=True, env=_child_env(), timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "> write a file\n" in done.stdout
-    assert "answer [1-2; empty = cancel]: nope\ninvalid answer: " in done.stdout
-    assert "answer [1-2; empty = cancel]: 2\n" in done.stdout and "denied" in done.stdout
+    assert "answer [1-2; empty = deny]: nope\ninvalid answer: " in done.stdout
+    assert "answer [1-2; empty = deny]: 2\n" in done.stdout and "denied" in done.stdout
     assert "You said: hi" in done.stdout and "\x1b[" not in done.stdout
+
+
+def _projected(value):
+    from iaccode_agui.projection import interrupts as ip
+    return ip.build_interrupt(value, None, "en")
+
+
+def test_deployment_confirmation_lists_each_option_once():
+    from tests.test_interrupts import DEPLOY
+    form = AnswerForm(_projected(DEPLOY))
+    assert [choice.key for choice in form.choices] == ["go", "tune", "stop"]
+    assert form.prompt == "answer [1-3; empty = cancel]: "
+    assert form.answer("1") == {"selectedId": "go"}
+    assert form.answer("adjust") == {"action": "adjust"}       # the other spelling is still understood
+    out = io.StringIO()
+    from iaccode_agui.client.prompt import show
+    show(form, Renderer(out))
+    assert out.getvalue().count(") ") == 3, out.getvalue()
+
+
+def test_a_permission_prompt_says_that_empty_denies():
+    permission = AnswerForm({"id": "p", "reason": "tool_call", "responseSchema": {
+        "type": "object", "properties": {"decision": {"type": "string", "enum": ["allow_once", "deny"]}},
+        "required": ["decision"]}})
+    assert permission.prompt == "answer [1-2; empty = deny]: "
+    assert permission.resume_entry(permission.answer("")) == {"interruptId": "p", "status": "cancelled"}
+    question = AnswerForm({"id": "q", "responseSchema": {"oneOf": [
+        {"type": "object", "properties": {"selectedId": {"const": "a"}}, "required": ["selectedId"]},
+        {"type": "object", "properties": {"freeText": {"type": "string"}}, "required": ["freeText"]}]}})
+    assert question.prompt == "answer [1, free text; empty = cancel]: "
+
+
+def test_parallel_messages_are_written_as_separate_blocks():
+    out = io.StringIO()
+    renderer = Renderer(out)
+    events = [
+        {"type": "TEXT_MESSAGE_START", "messageId": "a", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_START", "messageId": "b", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "a", "delta": "Candidate A: "},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "b", "delta": "Candidate B: "},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "b", "delta": "SLB + ECS + RDS."},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "a", "delta": "ECS only."},
+        {"type": "TEXT_MESSAGE_END", "messageId": "b"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "c", "delta": "Candidate C: "},
+        {"type": "TEXT_MESSAGE_END", "messageId": "a"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "c", "delta": "FC."},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "outcome": {"type": "success"}},
+    ]
+    for event in events:
+        renderer.event(event)
+    assert out.getvalue() == "Candidate A: ECS only.\nCandidate B: SLB + ECS + RDS.\nCandidate C: FC.\n"

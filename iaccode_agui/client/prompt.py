@@ -7,7 +7,7 @@ user types is validated against the schema before it is sent, so a typo costs a 
 resume run.
 """
 import json
-from typing import Any, Callable, Dict, List, NamedTuple, Optional
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set
 
 import jsonschema
 from jsonschema.exceptions import SchemaError, best_match
@@ -62,7 +62,10 @@ class AnswerForm:
         self.titles = _titles(self.metadata)
         self.choices: List[Choice] = []
         self.free_text: Optional[str] = None
+        self._from_enum: Set[int] = set()      # indexes of choices read from an ``enum``
+        self.hidden: List[Choice] = []         # other spellings of a shown choice: accepted, not listed
         self._derive(self.schema)
+        self._drop_aliases()
         self._validator: Any = None
         if self.schema:
             validator_class = jsonschema.validators.validator_for(self.schema,
@@ -94,13 +97,38 @@ class AnswerForm:
         elif isinstance(sub.get("enum"), list):
             for value in sub["enum"]:
                 self._add(prop, value)
+                self._from_enum.add(len(self.choices) - 1)
         elif sub.get("type") == "boolean":
             self._add(prop, True)
             self._add(prop, False)
         elif sub.get("type") == "string" and self.free_text is None:
             self.free_text = prop
 
+    def _drop_aliases(self) -> None:
+        """Show an option once when the schema offers it twice.
+
+        A deployment confirmation accepts an option by its id (``selectedId``) or by its ``action``; both
+        name the same choice, so an enum value that an option already offered by id carries is dropped.
+        """
+        options = self.metadata.get("options")
+        offered = {choice.key for choice in self.choices}
+        aliases = {(field, value) for option in (options if isinstance(options, list) else [])
+                   if isinstance(option, dict) and str(option.get("id")) in offered
+                   for field, value in option.items() if field != "id" and isinstance(value, str)}
+        kept: List[Choice] = []
+        for index, choice in enumerate(self.choices):
+            duplicate = index in self._from_enum and next(iter(choice.payload.items())) in aliases
+            (self.hidden if duplicate else kept).append(choice)
+        self.choices = kept
+
     # ---- answers --------------------------------------------------------------------------------
+    @property
+    def empty_means(self) -> str:
+        """What an empty answer does: a cancelled permission is a denial, so it is labelled as one."""
+        if any(choice.payload == {"decision": "deny"} for choice in self.choices):
+            return "deny"
+        return "cancel"
+
     @property
     def prompt(self) -> str:
         parts = []
@@ -110,7 +138,7 @@ class AnswerForm:
             parts.append("free text")
         elif not self.choices:
             parts.append("a JSON object")
-        return "answer [%s; empty = cancel]: " % ", ".join(parts)
+        return "answer [%s; empty = %s]: " % (", ".join(parts), self.empty_means)
 
     def validate(self, payload: Dict[str, Any]) -> None:
         if self._validator is None:
@@ -133,7 +161,7 @@ class AnswerForm:
                 return dict(self.choices[number - 1].payload)
             if self.free_text is None:
                 raise InvalidAnswer("choose a number from 1 to %d" % len(self.choices))
-        for choice in self.choices:
+        for choice in self.choices + self.hidden:
             if text.casefold() == choice.key.casefold():
                 return dict(choice.payload)
         if text.startswith("{"):

@@ -7,7 +7,7 @@ glyphs are both optional so output piped to a file or an old console stays plain
 """
 import json
 import os
-from typing import Any, Dict, List, Optional, TextIO
+from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
 
 from iaccode_agui.projection.events import (ARTIFACT_EVENT, PIPELINE_EVENT, SESSION_EVENT,
                                             TOOL_PROGRESS_EVENT)
@@ -68,6 +68,11 @@ class Renderer:
         self._at_line_start = True
         self._stream: Optional[str] = None  # "text" or "reasoning" while deltas are being written
         self._tools: Dict[str, List[str]] = {}  # open tool calls: id -> [name, args so far]
+        # Parallel messages (pipeline candidates) stream interleaved.  One message is written live; the
+        # others are held, in arrival order, and each is written as its own block once the live one ends.
+        self._live: Optional[Tuple[str, str]] = None                 # (kind, message id)
+        self._held: Dict[Tuple[str, str], List[str]] = {}            # deltas of waiting messages
+        self._ended: Set[Tuple[str, str]] = set()                    # waiting messages that already ended
 
     # ---- low level ------------------------------------------------------------------------------
     def style(self, text: str, *styles: str) -> str:
@@ -126,18 +131,54 @@ class Renderer:
             handler(event)
 
     def _on_text_message_content(self, event: Event) -> None:
-        self._delta("text", str(event.get("delta", "")))
+        self._message_delta("text", event)
 
     def _on_text_message_end(self, event: Event) -> None:
-        if self._stream == "text":
-            self.end_line()
+        self._message_end("text", event)
 
     def _on_reasoning_message_content(self, event: Event) -> None:
-        self._delta("reasoning", str(event.get("delta", "")))
+        self._message_delta("reasoning", event)
 
     def _on_reasoning_message_end(self, event: Event) -> None:
-        if self._stream == "reasoning":
+        self._message_end("reasoning", event)
+
+    def _message_delta(self, kind: str, event: Event) -> None:
+        key = (kind, str(event.get("messageId", "")))
+        delta = str(event.get("delta", ""))
+        if self._live is None and key not in self._held:
+            self._live = key
+        if key == self._live:
+            self._delta(kind, delta)
+        else:
+            self._held.setdefault(key, []).append(delta)
+
+    def _message_end(self, kind: str, event: Event) -> None:
+        key = (kind, str(event.get("messageId", "")))
+        if key != self._live:
+            if key in self._held:
+                self._ended.add(key)
+            return
+        self.end_line()
+        self._live = None
+        self._promote()
+
+    def _promote(self) -> None:
+        """Write held messages in arrival order; the first one still open becomes the live one."""
+        while self._held:
+            key = next(iter(self._held))
+            self._delta(key[0], "".join(self._held.pop(key)))
+            if key not in self._ended:
+                self._live = key
+                return
+            self._ended.discard(key)
             self.end_line()
+
+    def flush_messages(self) -> None:
+        """Write everything still held (the run ended, or a block line must not overtake held text)."""
+        self._live = None
+        self._ended.update(self._held)
+        self._promote()
+        self.end_line()
 
     def _on_tool_call_start(self, event: Event) -> None:
         self._tools[str(event.get("toolCallId"))] = [str(event.get("toolCallName", "tool")), ""]
@@ -190,9 +231,11 @@ class Renderer:
             self.info(name)
 
     def _on_run_error(self, event: Event) -> None:
+        self.flush_messages()
         self.error(str(event.get("code", "ERROR")), str(event.get("message", "")), label="RUN_ERROR")
 
     def _on_run_finished(self, event: Event) -> None:
+        self.flush_messages()
         for tool_call_id in list(self._tools):
             self._show_tool(tool_call_id)
         self.end_line()
