@@ -237,22 +237,22 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] 
         refusal, warnings = capacity_problems(args.threads, run_cap(args))
         if refusal:
             raise ConfigError(refusal)
-        state_dir = resolve_state_dir(args, env)
-        check_state_dir(state_dir)
         a2a_url = args.a2a_url or env.get("IAC_CODE_AGUI_A2A_URL") or None
         if a2a_url:
             a2a_url = normalize_a2a_url(a2a_url)
+        state_dir = resolve_state_dir(args, env)   # created only once the rest of the settings hold
+        check_state_dir(state_dir)
         upstream = choose_upstream(a2a_url=a2a_url, a2a_token=args.a2a_token or env.get("IAC_CODE_AGUI_A2A_TOKEN"),
                                    demo=args.demo, env=env, demo_dir=os.path.join(state_dir, DEMO_RUNTIME_DIR))
     except ConfigError as exc:
-        print("%s: error: %s" % (parser.prog, exc), file=sys.stderr)
+        print("error: %s" % exc, file=sys.stderr)
         return 2
     warnings.extend(exposure_warnings(host, auth_token(args, env)))
     try:
         settings = settings_from(args, env, upstream.url, upstream.token, state_dir)
         return serve(settings, host, port_number, args, upstream.description, warnings)
     except ConfigError as exc:
-        print("%s: error: %s" % (parser.prog, exc), file=sys.stderr)
+        print("error: %s" % exc, file=sys.stderr)
         return 2
     finally:
         upstream.close()

@@ -1,4 +1,5 @@
 """Start-up of ``iaccode-agui`` / ``python -m iaccode_agui``: every bad flag or environment is one line, exit 2."""
+import logging
 import os
 import signal
 import socket
@@ -108,12 +109,19 @@ def test_non_loopback_bind_without_token_warns_at_start_up(tmp_path, monkeypatch
 
     monkeypatch.setattr(cli, "start_server", loopback_instead)
     previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    root = logging.getLogger()
+    # main() configures logging for a process; give every later test the logging it had before.
+    saved = root.handlers[:], root.level, {name: logging.getLogger(name).level for name in (
+        "waitress.queue", "urllib3", "iaccode_agui.demo.http")}
     try:
         code = cli.main(["--demo", "--host", "0.0.0.0", "--idle-shutdown", "0.2", "--state-dir",
                          str(tmp_path / "s")], env={"IAC_CODE_CONFIG_DIR": str(tmp_path / "cfg")})
     finally:
         signal.signal(signal.SIGINT, previous[0])
         signal.signal(signal.SIGTERM, previous[1])
+        root.handlers[:], root.level = saved[0], saved[1]
+        for name, level in saved[2].items():
+            logging.getLogger(name).setLevel(level)
     assert code == 0 and bound == ["0.0.0.0"]
     err = capsys.readouterr().err
     assert "WARNING" in err and "--host 0.0.0.0 is not a loopback address" in err
