@@ -10,7 +10,7 @@ from iaccode_agui.projection.spans import SpanTracker
 from iaccode_agui.projection.usage import UsageLedger
 from tests.agui_checker import check_sequence, types, validate_models
 
-# Copied literally from the contract (seeds/002, section "iac-code.pipeline.v1"), group by group.
+# Copied literally from the AG-UI contract of ``iac-code agui`` (its "iac-code.pipeline.v1" list), group by group.
 SEED_ALLOWLIST = (
     "pipeline_started, pipeline_resumed, pipeline_completed, pipeline_error, pipeline_warning, backup_blocked",
     "candidate_started, candidate_completed, candidate_failed, candidate_interrupted, candidate_restart_requested, "
