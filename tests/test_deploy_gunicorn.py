@@ -156,6 +156,8 @@ def test_the_cancel_extension_on_the_other_worker_ends_the_owners_stream(deploym
     print("owner's stream ended %.3f s after the cancel on the other worker" % took)
     assert took < 5, took
     assert deployment.runtime.get_task(session["taskId"])["status"]["state"] == "TASK_STATE_CANCELED"
+    time.sleep(0.5)   # the owner's end of run must not cancel the task a second time
+    assert deployment.runtime.calls("CancelTask", session["taskId"]) == 1
 
 
 def test_a_client_that_hangs_up_under_gunicorn_cancels_its_run_before_any_heartbeat(deployment, workers):
@@ -176,6 +178,7 @@ def test_a_client_that_hangs_up_under_gunicorn_cancels_its_run_before_any_heartb
     print("task cancelled %.2f s after the hang-up" % (time.monotonic() - hung_up))
     assert state == "TASK_STATE_CANCELED"
     assert _run(other, deployment.body("hello", "hangup"))[-1]["type"] == "RUN_FINISHED"
+    assert deployment.runtime.calls("CancelTask", task) == 1
 
 
 # ---- the recipe refuses what cannot stream ------------------------------------------------------------

@@ -96,12 +96,16 @@ class RuntimeProcess(Process):
     def __init__(self, log_dir: str, token: str, slow_interval: float = 0.2, ping_interval: float = 0.5,
                  allowed_cwds: Sequence[str] = ()) -> None:
         self.token = token
-        command = [sys.executable, "-m", "iaccode_agui.demo", "--port", "0", "--token", token,
+        command = [sys.executable, "-m", "iaccode_agui.demo", "--port", "0", "--token", token, "--log-requests",
                    "--slow-interval", str(slow_interval), "--ping-interval", str(ping_interval)]
         for root in allowed_cwds:
             command += ["--allowed-cwd", root]
         super().__init__(command, os.path.join(log_dir, "runtime-%s.log" % uuid.uuid4().hex[:6]))
         self.url = self.wait_for(rb"(http://127\.0\.0\.1:\d+/)").group(1).decode()
+
+    def calls(self, method: str, task_id: str) -> int:
+        """How many times the runtime was asked ``method`` on ``task_id`` (from its printed request log)."""
+        return self.log().count("a2a %s %s\n" % (method, task_id))
 
     def get_task(self, task_id: str) -> Dict[str, Any]:
         from iaccode_agui.a2a.client import A2AClient

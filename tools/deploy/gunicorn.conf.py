@@ -19,11 +19,13 @@ Every choice below follows from one fact: an SSE stream holds its worker thread 
   long; then ``worker_exit`` cancels what is left, cleanly (each client gets its ``RUN_ERROR``).
 * ``keepalive``: long enough for a proxy's pooled upstream connections.
 
-Environment knobs read here: ``AGUI_GUNICORN_THREADS`` (default 64) and ``AGUI_HEARTBEAT`` (seconds,
-default 15; the adapter's ``--heartbeat-interval``).  Any other adapter setting: the ``IAC_CODE_AGUI_*``
-variables, or flags in the factory call (``wsgi_app`` below).
+Environment knobs read here: ``AGUI_GUNICORN_THREADS`` (default 64), ``AGUI_HEARTBEAT`` (seconds,
+default 15; the adapter's ``--heartbeat-interval``) and ``AGUI_ADAPTER_ARGS`` (more flags of
+``python -m iaccode_agui``, e.g. ``--reconnect-grace 30``).  Any other adapter setting: the
+``IAC_CODE_AGUI_*`` variables.
 """
 import os
+import shlex
 
 threads = int(os.environ.get("AGUI_GUNICORN_THREADS", "64"))
 heartbeat = float(os.environ.get("AGUI_HEARTBEAT", "15"))
@@ -34,8 +36,9 @@ timeout = max(120, int(heartbeat * 4))
 graceful_timeout = 30
 keepalive = 75
 worker_connections = threads + 256
-wsgi_app = "iaccode_agui.wsgi:create_app(%r, %r, %r, %r)" % (
-    "--max-active-runs", str(max(1, threads - 8)), "--heartbeat-interval", str(heartbeat))
+adapter_args = ["--max-active-runs", str(max(1, threads - 8)), "--heartbeat-interval", str(heartbeat)]
+adapter_args += shlex.split(os.environ.get("AGUI_ADAPTER_ARGS", ""))
+wsgi_app = "iaccode_agui.wsgi:create_app(%s)" % ", ".join(repr(arg) for arg in adapter_args)
 
 
 def on_starting(server):
