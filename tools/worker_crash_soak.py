@@ -50,6 +50,14 @@ ATTEMPTS = 6              # new runs tried for one turn or one answer (busy thre
 # the errors of a run (or resume) whose execution the kill ended.
 DOCUMENTED_HTTP = {"RUN_ALREADY_TERMINAL"}
 DOCUMENTED_RUN_ERRORS = {"EXECUTION_LOST", "RESUME_ALREADY_APPLIED", "CANCELLED"}
+LOG_TTL = 3.0             # --run-log-ttl, when the adapter keeps run logs: they must go this long after a run
+
+
+def _run_log_flags() -> List[str]:
+    """A short run-log retention when this adapter keeps run logs (older versions have no such flag)."""
+    from iaccode_agui import cli
+    known = cli.build_parser()._option_string_actions   # noqa: SLF001 - the flags this version knows
+    return ["--run-log-ttl", str(LOG_TTL)] if "--run-log-ttl" in known else []
 
 
 class Run:
@@ -100,7 +108,8 @@ class Soak:
         self.demo = DemoServer.start(token=TOKEN, ping_interval=0.5, slow_interval=0.03, allowed_cwds=[self.root])
         self.env = {"IAC_CODE_AGUI_A2A_URL": self.demo.url, "IAC_CODE_AGUI_A2A_TOKEN": TOKEN,
                     "IAC_CODE_AGUI_STATE_DIR": self.state_dir, "IAC_CODE_AGUI_ALLOWED_CWDS": self.root,
-                    "AGUI_GUNICORN_THREADS": "24", "AGUI_HEARTBEAT": "1"}
+                    "AGUI_GUNICORN_THREADS": "24", "AGUI_HEARTBEAT": "1",
+                    "AGUI_ADAPTER_ARGS": " ".join(_run_log_flags())}
         self.server: Optional[GunicornProcess] = None
         self.lock = threading.Lock()
         self.live: Dict[str, Run] = {}                 # probe -> run being streamed now
@@ -398,6 +407,32 @@ class Soak:
         self.count["answers applied twice"] = self.count["tools run twice"]
         self.count["temporary files left"] = sum(
             1 for _, _, files in os.walk(self.state_dir) for name in files if name.endswith(".tmp"))
+        self.check_retention()
+
+    def check_retention(self) -> None:
+        """Run logs of runs that ended more than the TTL ago must be gone (retention sweeps periodically)."""
+        runs_dir = os.path.join(self.state_dir, "runs")
+        if not os.path.isdir(runs_dir):
+            return
+        deadline = time.monotonic() + LOG_TTL + 30
+
+        def stale() -> List[str]:
+            now = time.time()
+            found = []
+            for name in os.listdir(runs_dir):
+                try:
+                    old = now - os.stat(os.path.join(runs_dir, name)).st_mtime > LOG_TTL + 1
+                except FileNotFoundError:
+                    continue
+                if name.endswith(".log") and old:
+                    found.append(name)
+            return found
+
+        left = stale()
+        while left and time.monotonic() < deadline:
+            time.sleep(0.5)
+            left = stale()
+        self.count["run logs left past retention"] = len(left)
 
     def report(self, duration: float) -> Dict[str, Any]:
         count = dict(self.count)
@@ -411,7 +446,10 @@ class Soak:
              "%d sent, %d sent again and refused" % (count.get("answers sent to the runtime", 0),
                                                      count.get("answers sent again after a kill (refused by the runtime)", 0))),
             ("no tool run twice", not count.get("tools run twice"), "%d executions" % count.get("tool executions", 0)),
-            ("no temporary file left", not count.get("temporary files left"), ""),
+            ("no temp or run-log file past retention",
+             not count.get("temporary files left") and not count.get("run logs left past retention"),
+             "%s temp, %s run logs" % (count.get("temporary files left", 0),
+                                       count.get("run logs left past retention", "no run logs kept"))),
             ("every thread usable at the end", count.get("threads usable at the end") == len(self.threads),
              "%d threads" % len(self.threads)),
             ("kills made mid-stream", count.get("kills", 0) == self.kills_wanted,
