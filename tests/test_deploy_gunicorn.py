@@ -20,6 +20,7 @@ from tests.tools_loader import load_tool
 
 procs = load_tool("deploy_procs")
 TOKEN = "gunicorn-runtime-token"
+GRACE = 3.0     # --reconnect-grace: a run whose client hung up waits this long for a re-attach
 
 pytest.importorskip("gunicorn", reason="gunicorn is a test dependency (setup.cfg test extra)")
 
@@ -33,7 +34,7 @@ class Deployment:
         self.runtime = procs.RuntimeProcess(base, TOKEN, slow_interval=0.1, allowed_cwds=[self.workspace])
         self.env = {"IAC_CODE_AGUI_A2A_URL": self.runtime.url, "IAC_CODE_AGUI_A2A_TOKEN": TOKEN,
                     "IAC_CODE_AGUI_STATE_DIR": self.state_dir, "IAC_CODE_AGUI_ALLOWED_CWDS": self.workspace,
-                    "AGUI_GUNICORN_THREADS": "16"}
+                    "AGUI_GUNICORN_THREADS": "16", "AGUI_ADAPTER_ARGS": "--reconnect-grace %g" % GRACE}
         self.gunicorn = procs.GunicornProcess(base, self.env, workers=2)
 
     def body(self, text: Optional[str], thread: str, resume: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
@@ -161,8 +162,9 @@ def test_the_cancel_extension_on_the_other_worker_ends_the_owners_stream(deploym
 
 
 def test_a_client_that_hangs_up_under_gunicorn_cancels_its_run_before_any_heartbeat(deployment, workers):
-    """A silent run (no write can fail) and the recipe's 15 s heartbeat: the cancel comes from the probe of
-    gunicorn's client socket, within about the 1 s disconnect poll."""
+    """A silent run (no write can fail) and the recipe's 15 s heartbeat: the hang-up is seen by the probe of
+    gunicorn's client socket within about the 1 s disconnect poll, and the run is cancelled when the
+    reconnect grace runs out, long before any heartbeat could have told."""
     owner, other = workers
     stream = Stream(owner.request("POST", "/", deployment.body("sleep 12", "hangup")))
     stream.until("CUSTOM")
@@ -170,15 +172,44 @@ def test_a_client_that_hangs_up_under_gunicorn_cancels_its_run_before_any_heartb
     hung_up = time.monotonic()
     owner.close()
     state = None
-    while time.monotonic() < hung_up + 6:
+    while time.monotonic() < hung_up + GRACE + 4:
         state = deployment.runtime.get_task(task)["status"]["state"]
         if state == "TASK_STATE_CANCELED":
             break
         time.sleep(0.05)
     print("task cancelled %.2f s after the hang-up" % (time.monotonic() - hung_up))
-    assert state == "TASK_STATE_CANCELED"
+    assert state == "TASK_STATE_CANCELED" and time.monotonic() - hung_up >= GRACE * 0.9
     assert _run(other, deployment.body("hello", "hangup"))[-1]["type"] == "RUN_FINISHED"
     assert deployment.runtime.calls("CancelTask", task) == 1
+
+
+def test_a_reattach_on_the_other_worker_tails_the_owners_run_to_its_end(deployment, workers):
+    """The owner keeps streaming into its log; the other worker follows it live, and the owner's grace
+    timer counts that client as attached (the run outlives the grace)."""
+    owner, other = workers
+    body = deployment.body("slow", "tail")
+    stream = Stream(owner.request("POST", "/", body))
+    while sum(1 for e in stream.events if e["type"] == "TEXT_MESSAGE_CONTENT") < 5:
+        stream.until("TEXT_MESSAGE_CONTENT")
+    last_id = stream.events[-1]["_id"]
+    hung_up = time.monotonic()
+    owner.close()
+    time.sleep(0.3)
+    tail = Stream(other.request("POST", "/", body, headers={"Last-Event-ID": str(last_id)}))
+    stamps = []
+    for event in procs.sse_events(tail.response):
+        tail.events.append(event)
+        stamps.append(time.monotonic())
+    assert tail.events[0]["_id"] == last_id + 1 and tail.events[-1]["type"] == "RUN_FINISHED", tail.events[-1]
+    events = _clean(stream.events + tail.events)
+    validate_models(events)
+    check_sequence(events)
+    assert "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT") == "".join(
+        "slow-%d " % n for n in range(60))
+    print("tail: %d events over %.2f s, run ended %.2f s after the hang-up (grace %.0f s)" % (
+        len(stamps), stamps[-1] - stamps[0], stamps[-1] - hung_up, GRACE))
+    assert stamps[-1] - stamps[0] > 2.0            # live, as the owner wrote them, not one burst
+    assert stamps[-1] - hung_up > GRACE             # the grace ran out meanwhile: the run was not cancelled
 
 
 # ---- the recipe refuses what cannot stream ------------------------------------------------------------
