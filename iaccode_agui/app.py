@@ -9,7 +9,7 @@ import json
 import logging
 import re
 import time
-from typing import Any, Callable, Dict, Iterable, Optional
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, RequestEntityTooLarge
 from werkzeug.routing import Map, Rule
@@ -18,6 +18,8 @@ from werkzeug.wrappers import Request, Response
 from iaccode_agui import errors, i18n, inputs
 from iaccode_agui.console import make_console
 from iaccode_agui.a2a.client import A2AClient
+from iaccode_agui.agentcore.requests import check_session_header
+from iaccode_agui.agentcore.routes import AgentCoreRoutes
 from iaccode_agui.config import Settings
 from iaccode_agui.errors import AguiError
 from iaccode_agui.metrics import Level, Metrics
@@ -40,6 +42,8 @@ AGUI_PACKAGE_VERSION = "1.0.0"
 PUBLIC_ENDPOINTS = frozenset({"health", "ready", "console_page", "console_asset"})
 
 StartResponse = Callable[..., Any]
+# Endpoints of the AgentCore-compatible family: they also take the API key as ``x-api-key``.
+API_KEY_ENDPOINTS = frozenset(["agentcore_run", "agentcore_stop", "capabilities"])
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -73,11 +77,19 @@ class AguiApp:
             Rule("/extensions/iac-code/v1/executions/<execution_id>/subscribe", endpoint="subscribe",
                  methods=["POST"]),
             Rule("/metrics", endpoint="metrics", methods=["GET"]),
+            Rule("/ag-ui/agent", endpoint="agentcore_run", methods=["POST"]),
+            Rule("/ag-ui/agent/stop", endpoint="agentcore_stop", methods=["POST"]),
+            Rule("/ag-ui/agent/capabilities", endpoint="capabilities", methods=["GET"]),
+            Rule("/capabilities", endpoint="capabilities", methods=["GET"]),
         ]
         if self.console is not None:
             rules += [Rule("/console/", endpoint="console_page", methods=["GET"]),
                       Rule("/console/<name>", endpoint="console_asset", methods=["GET"])]
         self.url_map = Map(rules, strict_slashes=False, merge_slashes=False)
+        self.input_policy = inputs.InputPolicy(default_cwd=settings.default_cwd,
+                                               max_image_bytes=settings.max_image_bytes,
+                                               max_images_bytes=settings.max_images_bytes)
+        self.agentcore = AgentCoreRoutes(self)
 
     # ---- WSGI entry -------------------------------------------------------------------------
     @property
@@ -102,7 +114,7 @@ class AguiApp:
             endpoint, args = self.url_map.bind_to_environ(environ).match()
             info["route"] = endpoint
             if endpoint not in PUBLIC_ENDPOINTS:
-                self._authorize(request)
+                self._authorize(request, endpoint in API_KEY_ENDPOINTS)
             handler = getattr(self, "on_" + endpoint)
             result = handler(request, info, **args)
         except AguiError as exc:
@@ -124,7 +136,7 @@ class AguiApp:
             info["code"] = "INTERNAL_ERROR"
             result = self._error_response(AguiError("INTERNAL_ERROR"), language)
         if isinstance(result, SSEBody):
-            start_response("200 OK", list(SSE_HEADERS))
+            start_response("200 OK", list(SSE_HEADERS) + result.headers)
             return result
         status = result.status_code
         self.metrics.inc("agui_http_requests_total", route=info["route"], status=str(status))
@@ -140,15 +152,23 @@ class AguiApp:
                 "outcome": info.get("outcome"), "code": info.get("code")}, ensure_ascii=False))
 
     # ---- helpers ----------------------------------------------------------------------------
-    def _authorize(self, request: Request) -> None:
+    def _authorize(self, request: Request, api_key: bool = False) -> None:
         expected = self.settings.auth_token
         if not expected:
             return
         header = request.headers.get("Authorization", "")
         scheme, _, token = header.partition(" ")
         supplied = token.strip() if scheme.lower() == "bearer" else ""
-        if not hmac.compare_digest(supplied.encode("utf-8"), expected.encode("utf-8")):
-            raise AguiError("UNAUTHORIZED", headers={"WWW-Authenticate": "Bearer"})
+        wanted = expected.encode("utf-8")
+        # Both spellings are compared in constant time, whichever the client used.
+        bearer_ok = hmac.compare_digest(supplied.encode("utf-8"), wanted)
+        key_ok = api_key and hmac.compare_digest(request.headers.get("x-api-key", "").strip().encode("utf-8"), wanted)
+        if not (bearer_ok or key_ok):
+            raise AguiError("UNAUTHORIZED", errors.MSG_UNAUTHORIZED_API_KEY if api_key else None,
+                            headers={"WWW-Authenticate": "Bearer"})
+
+    def read_json(self, request: Request, limit: int) -> Any:
+        return self._read_json(request, limit)
 
     def _read_json(self, request: Request, limit: int) -> Any:
         if request.mimetype != "application/json":
@@ -173,7 +193,7 @@ class AguiApp:
         return value
 
     def _error_response(self, exc: AguiError, language: str) -> Response:
-        body = errors.error_body(exc.code, i18n.translate(exc.message, language))
+        body = errors.error_body(exc.code, i18n.translate(exc.message, language, exc.params))
         response = Response(json.dumps(body, ensure_ascii=False), status=exc.status,
                             content_type="application/json; charset=utf-8")
         for name, value in exc.headers.items():
@@ -181,6 +201,10 @@ class AguiApp:
         if exc.code not in ("NOT_FOUND", "METHOD_NOT_ALLOWED"):
             self.metrics.inc("agui_admission_rejections_total", code=exc.code)
         return response
+
+    @staticmethod
+    def json_response(value: Any, status: int = 200) -> Response:
+        return AguiApp._json(value, status)
 
     @staticmethod
     def _json(value: Any, status: int = 200) -> Response:
@@ -233,7 +257,8 @@ class AguiApp:
         language = inputs.request_language(body, request.headers.get("Accept-Language"),
                                            self.settings.default_language)
         info["language"] = language
-        run_request = inputs.parse_run_request(body, self.settings.allowed_cwds)
+        check_session_header(request.headers, body)
+        run_request = inputs.parse_run_request(body, self.settings.allowed_cwds, self.input_policy)
         info["thread"], info["run"] = run_request.thread_id, run_request.run_id
         last_event_id = _last_event_id(request)
         # The run's thread starts once RUN_STARTED (already queued) has been handed to the server, so the
@@ -241,7 +266,22 @@ class AguiApp:
         run, sub = self.manager.start(run_request, language, last_event_id, start_thread=False)
         return self._stream(request, info, run, sub, route="run")
 
-    def _stream(self, request: Request, info: Dict[str, Any], run: Any, sub: Any, route: str) -> SSEBody:
+    def on_agentcore_run(self, request: Request, info: Dict[str, Any]) -> Any:
+        return self.agentcore.run(request, info)
+
+    def on_agentcore_stop(self, request: Request, info: Dict[str, Any]) -> Response:
+        return self.agentcore.stop(request, info)
+
+    def on_capabilities(self, request: Request, info: Dict[str, Any]) -> Response:
+        return self.agentcore.capabilities(request, info)
+
+    def stream_response(self, request: Request, info: Dict[str, Any], run: Any, sub: Any,
+                        headers: Iterable[Tuple[str, str]] = ()) -> SSEBody:
+        """The SSE body of an admitted (or re-attached) run, for the AgentCore route family."""
+        return self._stream(request, info, run, sub, route=info["route"], headers=headers)
+
+    def _stream(self, request: Request, info: Dict[str, Any], run: Any, sub: Any, route: str,
+                headers: Iterable[Tuple[str, str]] = ()) -> SSEBody:
         started = time.monotonic()
         self._streams.add(1)
 
@@ -258,7 +298,8 @@ class AguiApp:
         return SSEBody(sub, heartbeat=self.settings.heartbeat_interval, poll=self.settings.disconnect_poll,
                        client_gone=sub.gone, on_close=on_close,
                        on_heartbeat=lambda: self.metrics.inc("agui_heartbeats_total"),
-                       after_first_write=run.worker.start_or_fail if run.worker is not None else None)
+                       after_first_write=run.worker.start_or_fail if run.worker is not None else None,
+                       headers=list(headers))
 
 
 def _last_event_id(request: Request) -> Optional[int]:

@@ -13,15 +13,15 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from iaccode_agui import __version__, i18n
 from iaccode_agui.argtypes import (OneLineParser, at_least, count, megabytes, port, positive_seconds, program_name,
                                    seconds)
-from iaccode_agui.config import (DEFAULT_HEARTBEAT, DEFAULT_HOST, DEFAULT_INTERRUPT_TTL, DEFAULT_PORT,
-                                 DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL, ConfigError,
-                                 Settings, default_allowed_cwds, default_state_dir, is_loopback_host,
-                                 normalize_a2a_url)
+from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_HEARTBEAT, DEFAULT_HOST, DEFAULT_INTERRUPT_TTL,
+                                 DEFAULT_PORT, DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL,
+                                 MAX_IMAGE_BYTES, MAX_IMAGES_BYTES, MAX_SSE_EVENT_BYTES, ConfigError, Settings,
+                                 default_allowed_cwds, default_state_dir, is_loopback_host, normalize_a2a_url)
 
 log = logging.getLogger("iaccode_agui")
 
@@ -48,6 +48,11 @@ ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_REPLAY_MEMORY_MB --replay-memory-mb
   IAC_CODE_AGUI_CONSOLE         0/false/off disables the web console (as --no-console)
   IAC_CODE_CONFIG_DIR           config directory (default ~/.iac-code; state goes to <dir>/agui)
+  IAC_CODE_AGUI_DEFAULT_CWD     --default-cwd
+  IAC_CODE_AGUI_MAX_AGENTCORE_REQUEST_BYTES  --max-agentcore-request-bytes
+  IAC_CODE_AGUI_MAX_IMAGE_BYTES              --max-image-bytes
+  IAC_CODE_AGUI_MAX_IMAGES_BYTES             --max-images-bytes
+  IAC_CODE_AGUI_MAX_SSE_EVENT_BYTES          --max-sse-event-bytes
 """ % os.pathsep
 
 
@@ -91,6 +96,16 @@ def build_parser() -> argparse.ArgumentParser:
     add("--replay-memory-mb", type=megabytes,
         help="MB of replay frames kept in memory across all runs (default %.0f)" % DEFAULT_REPLAY_MEMORY_MB)
     add("--no-console", action="store_true", help="do not serve the built-in web console at /console")
+    add("--default-cwd", help="workspace for runs that send no forwardedProps.iacCode (stock AG-UI clients); "
+                              "must lie inside the allowed workspace roots")
+    add("--max-agentcore-request-bytes", type=int,
+        help="largest request body on /ag-ui/agent (default %d = 96 MiB)" % AGENTCORE_MAX_REQUEST_BYTES)
+    add("--max-image-bytes", type=int, help="largest decoded inline image (default %d = 8 MiB)" % MAX_IMAGE_BYTES)
+    add("--max-images-bytes", type=int,
+        help="largest total of a message's decoded images (default %d = 10 MiB)" % MAX_IMAGES_BYTES)
+    add("--max-sse-event-bytes", type=int,
+        help="largest SSE event on /ag-ui/agent; longer deltas are split, tool results truncated "
+             "(default %d = 1 MiB)" % MAX_SSE_EVENT_BYTES)
     add("--debug", action="store_true", help="debug logging")
     add("--log-stdout", action="store_true", help="log to stdout instead of stderr")
     add("--version", action="version", version="iaccode_agui %s" % __version__)
@@ -135,7 +150,35 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str
         run_log_max_mb=_env_or_flag(args.run_log_max_mb, env, "IAC_CODE_AGUI_RUN_LOG_MAX_MB", DEFAULT_RUN_LOG_MAX_MB),
         replay_memory_mb=_env_or_flag(args.replay_memory_mb, env, "IAC_CODE_AGUI_REPLAY_MEMORY_MB",
                                       DEFAULT_REPLAY_MEMORY_MB),
-        console=console_enabled(args, env))
+        console=console_enabled(args, env), **agentcore_settings(args, env))
+
+
+def _from_env(value: Any, env: Mapping[str, str], name: str, parse: Any, default: Any) -> Any:
+    """A flag's value, else its variable's (parsed), else the default."""
+    if value is not None:
+        return value
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        return parse(raw)
+    except ValueError:
+        raise ConfigError("%s has an unusable value %r" % (name, raw))
+
+
+def agentcore_settings(args: argparse.Namespace, env: Mapping[str, str]) -> Dict[str, Any]:
+    """Settings of the AgentCore-compatible routes and of server-side defaults, from flags and variables."""
+    return {
+        "default_cwd": _from_env(args.default_cwd, env, "IAC_CODE_AGUI_DEFAULT_CWD", str, None),
+        "agentcore_max_request_bytes": _from_env(args.max_agentcore_request_bytes, env,
+                                                 "IAC_CODE_AGUI_MAX_AGENTCORE_REQUEST_BYTES", int,
+                                                 AGENTCORE_MAX_REQUEST_BYTES),
+        "max_image_bytes": _from_env(args.max_image_bytes, env, "IAC_CODE_AGUI_MAX_IMAGE_BYTES", int, MAX_IMAGE_BYTES),
+        "max_images_bytes": _from_env(args.max_images_bytes, env, "IAC_CODE_AGUI_MAX_IMAGES_BYTES", int,
+                                      MAX_IMAGES_BYTES),
+        "max_sse_event_bytes": _from_env(args.max_sse_event_bytes, env, "IAC_CODE_AGUI_MAX_SSE_EVENT_BYTES", int,
+                                         MAX_SSE_EVENT_BYTES),
+    }
 
 
 def console_enabled(args: argparse.Namespace, env: Mapping[str, str]) -> bool:
@@ -264,7 +307,7 @@ def start_server(app: Any, host: str, port_number: int, threads: int, settings: 
     try:
         return ServerThread(app, host, port_number, threads=threads, connection_limit=threads + 256,
                             cleanup_interval=5, channel_timeout=max(120, int(settings.heartbeat_interval * 4)),
-                            **waitress_limits(settings.max_request_bytes))
+                            **waitress_limits(settings.max_request_bytes, settings.agentcore_max_request_bytes))
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise ConfigError("--port %d: address already in use on %s" % (port_number, host))

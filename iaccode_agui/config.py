@@ -20,6 +20,11 @@ MAX_CANCEL_BYTES = 64 * 1024
 DEFAULT_RUN_LOG_TTL = 600.0
 DEFAULT_RUN_LOG_MAX_MB = 256.0
 DEFAULT_REPLAY_MEMORY_MB = 64.0
+# The AgentCore-compatible route takes the managed runtime's body limit; images follow what iac-code takes.
+AGENTCORE_MAX_REQUEST_BYTES = 96 * 1024 * 1024
+MAX_IMAGE_BYTES = 8 * 1024 * 1024
+MAX_IMAGES_BYTES = 10 * 1024 * 1024
+MAX_SSE_EVENT_BYTES = 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +52,12 @@ class Settings:
     run_log_max_mb: float = DEFAULT_RUN_LOG_MAX_MB    # total size of all run logs; 0 disables the log
     replay_memory_mb: float = DEFAULT_REPLAY_MEMORY_MB  # replay frames kept in memory, all runs together
     console: bool = True                 # GET /console: the built-in web console (static files only)
+    # The AgentCore-compatible routes (/ag-ui/agent) and server-side defaults for stock AG-UI clients.
+    default_cwd: Optional[str] = None          # workspace for a run that sends no forwardedProps.iacCode
+    agentcore_max_request_bytes: int = AGENTCORE_MAX_REQUEST_BYTES
+    max_image_bytes: int = MAX_IMAGE_BYTES
+    max_images_bytes: int = MAX_IMAGES_BYTES
+    max_sse_event_bytes: int = MAX_SSE_EVENT_BYTES   # /ag-ui/agent only: larger events are split or truncated
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a2a_url", normalize_a2a_url(self.a2a_url))
@@ -65,6 +76,13 @@ class Settings:
             raise ValueError("run log TTL, run log size and replay memory must be >= 0")
         if self.upstream_kind not in ("auto", "iac-code", "generic"):
             raise ValueError("upstream kind must be auto, iac-code or generic")
+        if self.default_cwd:
+            object.__setattr__(self, "default_cwd", check_default_cwd(self.default_cwd, self.allowed_cwds))
+        for name in ("agentcore_max_request_bytes", "max_image_bytes", "max_images_bytes"):
+            if getattr(self, name) < 1:
+                raise ConfigError("%s must be at least 1 byte" % name)
+        if self.max_sse_event_bytes < 4096:
+            raise ConfigError("the SSE event limit must be at least 4096 bytes")
 
 
 class ConfigError(ValueError):
@@ -123,6 +141,28 @@ def normalize_a2a_url(url: str) -> str:
     shown_host = "[%s]" % host if ":" in host else host
     netloc = shown_host if port is None else "%s:%d" % (shown_host, port)
     return "%s://%s%s/" % (parts.scheme, netloc, parts.path.rstrip("/"))
+
+
+def check_default_cwd(path: str, allowed_roots: Tuple[str, ...]) -> str:
+    """The default workspace, resolved; it must be an existing directory inside an allowed root.
+
+    Checked at start-up so a misconfigured default is a clear exit, not a 400 on every request.
+    """
+    real = os.path.realpath(os.path.expanduser(path))
+    if not os.path.isabs(os.path.expanduser(path)):
+        raise ConfigError("--default-cwd must be an absolute path, not %r" % path)
+    inside = False
+    for root in allowed_roots:
+        try:
+            inside = inside or os.path.commonpath([os.path.normpath(root), real]) == os.path.normpath(root)
+        except ValueError:
+            continue
+    if not inside:
+        raise ConfigError("--default-cwd %s is outside the allowed workspace roots (%s)"
+                          % (real, os.pathsep.join(allowed_roots)))
+    if not os.path.isdir(real):
+        raise ConfigError("--default-cwd %s is not an existing directory" % real)
+    return real
 
 
 def config_dir(env: Mapping[str, str]) -> str:

@@ -73,6 +73,28 @@ MSG_A2A_EXECUTION_FAILED = "The A2A execution failed."
 MSG_CANCELLED = "The execution was cancelled."
 MSG_SESSION_BACKUP_NOT_READY = "The iac-code session backup is not ready yet. Retry after 3 seconds."
 
+# --- the AgentCore-compatible route family (/ag-ui/agent) ------------------------------------------
+MSG_UNAUTHORIZED_API_KEY = "A valid API key (x-api-key) or bearer token is required."
+MSG_SESSION_ID_MISMATCH = "X-AgentCore-Session-ID must equal RunAgentInput.threadId."
+MSG_INVALID_ATTACH = "forwardedProps.agentcore.attach.afterSequence must be a non-negative safe integer."
+MSG_ATTACH_MESSAGES = "An attach request must send an empty messages list."
+MSG_INVALID_STOP = "The stop request must be a JSON object with a string threadId and runId."
+MSG_RUN_NOT_FOUND = "The run was not found or its record is no longer kept."
+MSG_RUN_CANCELLED = "Run cancelled."
+MSG_RUNTIME_NOT_READY = "The execution runtime is not ready or cannot be reached yet."
+MSG_DEFAULT_CWD_REQUIRED = ("No workspace was given: send forwardedProps.iacCode.cwd or start the server with "
+                            "--default-cwd (IAC_CODE_AGUI_DEFAULT_CWD).")
+MSG_ROLE_UNSUPPORTED = "A message role is not supported; use user, assistant, system, developer or tool."
+MSG_TOOL_CALL_ID_REQUIRED = "A tool message requires a toolCallId."
+MSG_AUDIO_UNSUPPORTED = "Audio input is not supported; send text or inline images."
+MSG_VIDEO_UNSUPPORTED = "Video input is not supported; send text or inline images."
+MSG_DOCUMENT_UNSUPPORTED = "Document input is not supported; send text or inline images."
+MSG_BODY_OVER_LIMIT = "The request body exceeds the limit of %(limit)s."
+MSG_IMAGE_OVER_LIMIT = "An image exceeds the limit of %(limit)s."
+MSG_IMAGES_OVER_LIMIT = "The images exceed the total limit of %(limit)s."
+MSG_FILE_LINK_INVALID = "The file link is unknown or has expired."
+MSG_EVENT_TRUNCATED = "[truncated by the adapter: the original content had %(size)s bytes]"
+
 MSG_PERMISSION_REQUIRED = "Permission required"
 MSG_INPUT_REQUIRED = "Input required"
 
@@ -115,6 +137,52 @@ ERRORS: Dict[str, Tuple[int, str]] = {
     "A2A_EXECUTION_FAILED": (502, MSG_A2A_EXECUTION_FAILED),
     "CANCELLED": (409, MSG_CANCELLED),
     "SESSION_BACKUP_NOT_READY": (503, MSG_SESSION_BACKUP_NOT_READY),
+    # Both route families check X-AgentCore-Session-ID against threadId.
+    "SESSION_ID_MISMATCH": (400, MSG_SESSION_ID_MISMATCH),
+    # The AgentCore-compatible route family's own codes (see AGENTCORE_CODES for the renamed ones).
+    "INVALID_AG_UI_REQUEST": (400, MSG_INVALID_ENVELOPE),
+    "INVALID_ATTACH": (400, MSG_INVALID_ATTACH),
+    "INVALID_STOP": (400, MSG_INVALID_STOP),
+    "EXECUTOR_INPUT_UNSUPPORTED": (400, MSG_UNSUPPORTED_CONTENT),
+    "RUN_NOT_FOUND": (404, MSG_RUN_NOT_FOUND),
+    "RUN_ALREADY_EXISTS": (409, MSG_DUPLICATE_RUN_ID),
+    "SESSION_UNAVAILABLE": (409, MSG_THREAD_BUSY),
+    "PAYLOAD_TOO_LARGE": (413, MSG_REQUEST_TOO_LARGE),
+    "RUNTIME_NOT_READY": (503, MSG_RUNTIME_NOT_READY),
+    "RUN_CANCELLED": (409, MSG_RUN_CANCELLED),
+}
+
+# How the AgentCore-compatible routes spell a code of the run core (codes not listed keep their name).
+# ``SESSION_QUEUE_FULL`` and ``RUN_ATTACH_UNSUPPORTED`` have no entry on purpose: nothing is ever
+# queued (a busy thread is refused at once) and attach is always available.
+AGENTCORE_CODES: Dict[str, str] = {
+    "INVALID_INPUT": "INVALID_AG_UI_REQUEST",
+    "DUPLICATE_RUN_ID": "RUN_ALREADY_EXISTS",
+    "RUN_ID_CONFLICT": "RUN_ALREADY_EXISTS",
+    "THREAD_BUSY": "SESSION_UNAVAILABLE",
+    "REQUEST_TOO_LARGE": "PAYLOAD_TOO_LARGE",
+    "EXECUTION_NOT_FOUND": "RUN_NOT_FOUND",
+    "CANCELLED": "RUN_CANCELLED",
+}
+
+# Input refusals that are about what the executor can take, not about a malformed request: on the
+# AgentCore routes their code follows the message (POST / reports them all as INVALID_INPUT).
+AGENTCORE_MESSAGE_CODES: Dict[str, str] = {
+    MSG_TOOLS_UNSUPPORTED: "EXECUTOR_INPUT_UNSUPPORTED",
+    MSG_REMOTE_MEDIA: "EXECUTOR_INPUT_UNSUPPORTED",
+    MSG_UNSUPPORTED_CONTENT: "EXECUTOR_INPUT_UNSUPPORTED",
+    MSG_AUDIO_UNSUPPORTED: "EXECUTOR_INPUT_UNSUPPORTED",
+    MSG_VIDEO_UNSUPPORTED: "EXECUTOR_INPUT_UNSUPPORTED",
+    MSG_DOCUMENT_UNSUPPORTED: "EXECUTOR_INPUT_UNSUPPORTED",
+    MSG_IMAGE_TOO_LARGE: "PAYLOAD_TOO_LARGE",
+    MSG_IMAGES_TOO_LARGE: "PAYLOAD_TOO_LARGE",
+    MSG_IMAGE_OVER_LIMIT: "PAYLOAD_TOO_LARGE",
+    MSG_IMAGES_OVER_LIMIT: "PAYLOAD_TOO_LARGE",
+}
+
+# A renamed code whose core message would read wrongly under the new name gets this one instead.
+AGENTCORE_MESSAGES: Dict[str, str] = {
+    "RUN_CANCELLED": MSG_RUN_CANCELLED,
 }
 
 # Codes that say the upstream failed (not the client, not this adapter): counted apart in the metrics.
@@ -137,7 +205,8 @@ class AguiError(Exception):
     that comes from the A2A runtime, free text that is passed through untouched.
     """
 
-    def __init__(self, code: str, message: Optional[str] = None, *, headers: Optional[Dict[str, str]] = None):
+    def __init__(self, code: str, message: Optional[str] = None, *, headers: Optional[Dict[str, str]] = None,
+                 params: Optional[Dict[str, str]] = None):
         if code not in ERRORS:
             raise ValueError("undeclared error code %r" % code)
         self.code = code
@@ -145,11 +214,24 @@ class AguiError(Exception):
         self.headers = dict(headers or {})
         if code in RETRY_AFTER:
             self.headers.setdefault("Retry-After", RETRY_AFTER[code])
+        self.params = dict(params or {})   # filled into the translated message's %(name)s placeholders
         super().__init__("%s: %s" % (code, self.message))
 
     @property
     def status(self) -> int:
         return ERRORS[self.code][0]
+
+
+def agentcore_error(exc: AguiError) -> AguiError:
+    """``exc`` as the AgentCore-compatible routes report it (same message unless the table says otherwise)."""
+    code = AGENTCORE_MESSAGE_CODES.get(exc.message) if exc.code == "INVALID_INPUT" else None
+    code = code or AGENTCORE_CODES.get(exc.code, exc.code)
+    if code == exc.code:
+        return exc
+    mapped = AguiError(code, AGENTCORE_MESSAGES.get(code, exc.message), headers=exc.headers, params=exc.params)
+    if hasattr(exc, "detail_path"):
+        mapped.detail_path = exc.detail_path  # type: ignore[attr-defined]
+    return mapped
 
 
 def error_body(code: str, message: str) -> Dict[str, Dict[str, str]]:

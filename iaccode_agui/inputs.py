@@ -62,6 +62,26 @@ _RESUME = _load_validator("run_agent_input.json", "resume")
 _PROPS = _load_validator("iaccode_props.json")
 _CANCEL = _load_validator("cancel_request.json")
 _SUBSCRIBE = _load_validator("subscribe_request.json")
+_IDENTIFIER = _load_validator("run_agent_input.json", "identifier")
+
+
+# Roles a RunAgentInput history may carry.  ``activity`` and ``reasoning`` entries are display history,
+# never model input; system/developer/assistant/tool history already lives in the runtime's session, so
+# only the newest user message is sent.
+MESSAGE_ROLES = frozenset(["user", "assistant", "system", "developer", "tool", "activity", "reasoning"])
+
+
+@dataclasses.dataclass(frozen=True)
+class InputPolicy:
+    """What a route family accepts beyond the strict ``POST /`` contract."""
+
+    default_cwd: Optional[str] = None   # lets a request without forwardedProps.iacCode run (server defaults)
+    agentcore: bool = False             # /ag-ui/agent: forwardedProps may be {} and may carry "agentcore"
+    max_image_bytes: int = MAX_IMAGE_BYTES
+    max_images_bytes: int = MAX_TOTAL_IMAGE_BYTES
+
+
+STRICT = InputPolicy()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,8 +125,8 @@ def _pointer(parts: Sequence[Any]) -> str:
     return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in parts)
 
 
-def _invalid(message: str, path: Sequence[Any] = ()) -> AguiError:
-    err = AguiError("INVALID_INPUT", message)
+def _invalid(message: str, path: Sequence[Any] = (), params: Optional[Dict[str, str]] = None) -> AguiError:
+    err = AguiError("INVALID_INPUT", message, params=params)
     err.detail_path = _pointer(path)  # type: ignore[attr-defined]
     return err
 
@@ -239,22 +259,33 @@ def _inside_roots(real: str, roots: Sequence[str]) -> bool:
     return False
 
 
-def parse_run_request(body: Any, allowed_cwds: Sequence[str]) -> RunRequest:
+def check_envelope(body: Any) -> None:
+    """The RunAgentInput envelope alone (ids, lists, objects), for requests that are not new runs."""
+    if not isinstance(body, dict):
+        raise _invalid(errors.MSG_INVALID_BODY)
+    _check(_ENVELOPE, body, errors.MSG_INVALID_ENVELOPE)
+
+
+def is_identifier(value: Any) -> bool:
+    """A thread or run id as the envelope schema accepts it."""
+    return isinstance(value, str) and not any(_IDENTIFIER.iter_errors(value))
+
+
+def parse_run_request(body: Any, allowed_cwds: Sequence[str], policy: InputPolicy = STRICT) -> RunRequest:
     """Validate a RunAgentInput fully; the checks run in a fixed order so the first problem is reported."""
     if not isinstance(body, dict):
         raise _invalid(errors.MSG_INVALID_BODY)
     _check(_ENVELOPE, body, errors.MSG_INVALID_ENVELOPE)
-    forwarded = body["forwardedProps"]
-    _check(_PROPS, forwarded, errors.MSG_INVALID_PROPS, ("forwardedProps",))
-    props = forwarded["iacCode"]
+    props = _iac_code_props(body, policy)
     if body["tools"]:
         raise _invalid(errors.MSG_TOOLS_UNSUPPORTED, ("tools",))
     cwd = resolve_cwd(props["cwd"], allowed_cwds)
+    _check_history(body["messages"])
     resume = body.get("resume")
     if resume is not None:
         _check(_RESUME, resume, errors.MSG_RESUME_INVALID, ("resume",))
     resume = resume or None
-    user_message = None if resume is not None else _latest_user_message(body["messages"])
+    user_message = None if resume is not None else _latest_user_message(body["messages"], policy)
     return RunRequest(
         thread_id=body["threadId"],
         run_id=body["runId"],
@@ -267,19 +298,56 @@ def parse_run_request(body: Any, allowed_cwds: Sequence[str]) -> RunRequest:
     )
 
 
+def default_props(thread_id: str, cwd: str) -> Dict[str, Any]:
+    """Server-side iac-code properties for a client that knows nothing of iac-code.
+
+    The invocation id is derived from the thread so that every turn and resume of one thread agrees on it
+    without the client having to remember anything.
+    """
+    digest = hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return {"schemaVersion": 1, "rosInvocationId": "agui-thread-" + digest, "cwd": cwd, "runMode": "normal"}
+
+
+def _iac_code_props(body: Dict[str, Any], policy: InputPolicy) -> Dict[str, Any]:
+    forwarded = body["forwardedProps"]
+    if policy.agentcore:
+        # Other keys belong to the client's own extensions (``agentcore`` carries attach): not ours to judge.
+        forwarded = {key: value for key, value in forwarded.items() if key == "iacCode"}
+    if "iacCode" not in forwarded and not forwarded:
+        if policy.default_cwd:
+            return default_props(body["threadId"], policy.default_cwd)
+        if policy.agentcore:
+            raise _invalid(errors.MSG_DEFAULT_CWD_REQUIRED, ("forwardedProps", "iacCode", "cwd"))
+    _check(_PROPS, forwarded, errors.MSG_INVALID_PROPS, ("forwardedProps",))
+    return forwarded["iacCode"]
+
+
+def _check_history(messages: List[Dict[str, Any]]) -> None:
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role not in MESSAGE_ROLES:
+            raise _invalid(errors.MSG_ROLE_UNSUPPORTED, ("messages", index, "role"))
+        if role == "tool" and not isinstance(message.get("toolCallId"), str):
+            raise _invalid(errors.MSG_TOOL_CALL_ID_REQUIRED, ("messages", index, "toolCallId"))
+
+
 # --- user content -----------------------------------------------------------------------------------
 
-def _latest_user_message(messages: List[Dict[str, Any]]) -> UserMessage:
+def _latest_user_message(messages: List[Dict[str, Any]], policy: InputPolicy = STRICT) -> UserMessage:
     """Only the newest user message is sent: earlier history already lives in the A2A session."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if message.get("role") == "user":
-            parts = _convert_content(message.get("content"), ("messages", index, "content"))
+            parts = _convert_content(message.get("content"), ("messages", index, "content"), policy)
             return UserMessage(message_id=message["id"], parts=parts)
     raise _invalid(errors.MSG_USER_MESSAGE_REQUIRED, ("messages",))
 
 
-def _convert_content(content: Any, path: Tuple[Any, ...]) -> List[Dict[str, Any]]:
+_UNSUPPORTED_KINDS = {"audio": errors.MSG_AUDIO_UNSUPPORTED, "video": errors.MSG_VIDEO_UNSUPPORTED,
+                      "document": errors.MSG_DOCUMENT_UNSUPPORTED}
+
+
+def _convert_content(content: Any, path: Tuple[Any, ...], policy: InputPolicy = STRICT) -> List[Dict[str, Any]]:
     if isinstance(content, str):
         if not content.strip():
             raise _invalid(errors.MSG_USER_MESSAGE_REQUIRED, path)
@@ -287,7 +355,7 @@ def _convert_content(content: Any, path: Tuple[Any, ...]) -> List[Dict[str, Any]
     if not isinstance(content, list):
         raise _invalid(errors.MSG_INVALID_ENVELOPE, path)
     parts: List[Dict[str, Any]] = []
-    budget = _ImageBudget()
+    budget = _ImageBudget(policy.max_image_bytes, policy.max_images_bytes)
     for index, part in enumerate(content):
         part_path = path + (index,)
         if not isinstance(part, dict):
@@ -303,6 +371,8 @@ def _convert_content(content: Any, path: Tuple[Any, ...]) -> List[Dict[str, Any]
             parts.append(_convert_image_part(part, part_path, budget))
         elif kind == "binary":
             parts.append(_convert_binary_part(part, part_path, budget))
+        elif kind in _UNSUPPORTED_KINDS:
+            raise _invalid(_UNSUPPORTED_KINDS[kind], part_path)
         else:
             raise _invalid(errors.MSG_UNSUPPORTED_CONTENT, part_path)
     if not parts:
@@ -313,16 +383,34 @@ def _convert_content(content: Any, path: Tuple[Any, ...]) -> List[Dict[str, Any]
 class _ImageBudget:
     """Numbers images for default filenames and enforces the per-message size total."""
 
-    def __init__(self) -> None:
+    def __init__(self, per_image: int = MAX_IMAGE_BYTES, total: int = MAX_TOTAL_IMAGE_BYTES) -> None:
         self.count = 0
         self.total = 0
+        self.per_image = per_image
+        self.limit = total
+
+    def check_one(self, size: int, path: Tuple[Any, ...]) -> None:
+        if size > self.per_image:
+            if self.per_image == MAX_IMAGE_BYTES:
+                raise _invalid(errors.MSG_IMAGE_TOO_LARGE, path)
+            raise _invalid(errors.MSG_IMAGE_OVER_LIMIT, path, {"limit": format_bytes(self.per_image)})
 
     def add(self, size: int, path: Tuple[Any, ...]) -> int:
         self.count += 1
         self.total += size
-        if self.total > MAX_TOTAL_IMAGE_BYTES:
-            raise _invalid(errors.MSG_IMAGES_TOO_LARGE, path)
+        if self.total > self.limit:
+            if self.limit == MAX_TOTAL_IMAGE_BYTES:
+                raise _invalid(errors.MSG_IMAGES_TOO_LARGE, path)
+            raise _invalid(errors.MSG_IMAGES_OVER_LIMIT, path, {"limit": format_bytes(self.limit)})
         return self.count
+
+
+def format_bytes(size: int) -> str:
+    """A limit as people write it: whole MiB or KiB when exact, else bytes."""
+    for unit, scale in (("MiB", 1024 * 1024), ("KiB", 1024)):
+        if size >= scale and size % scale == 0:
+            return "%d %s" % (size // scale, unit)
+    return "%d bytes" % size
 
 
 def _convert_image_part(part: Dict[str, Any], path: Tuple[Any, ...], budget: _ImageBudget) -> Dict[str, Any]:
@@ -371,8 +459,7 @@ def _inline_image(
         raw = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
         raise _invalid(errors.MSG_IMAGE_INVALID, path) from None
-    if len(raw) > MAX_IMAGE_BYTES:
-        raise _invalid(errors.MSG_IMAGE_TOO_LARGE, path)
+    budget.check_one(len(raw), path)
     if not _has_signature(raw, mime):
         raise _invalid(errors.MSG_IMAGE_INVALID, path)
     number = budget.add(len(raw), path)

@@ -11,15 +11,18 @@ from waitress import wasyncore
 from waitress.server import create_server
 
 
-def waitress_limits(max_request_bytes: int) -> Dict[str, int]:
+def waitress_limits(max_request_bytes: int, largest_route_bytes: int = 0) -> Dict[str, int]:
     """waitress settings that make the app's own limits hold on the wire.
 
     waitress would otherwise buffer a request body up to 1 GiB before the app can refuse it, and up to
     16 MiB of output per slow client before the app's bounded queue applies backpressure.  Up to four times
     the body limit the app answers its JSON 413 (waitress spools such bodies to a temporary file, not to
-    memory); beyond that waitress refuses the request itself, with its own plain-text 413.
+    memory); beyond that waitress refuses the request itself, with its own plain-text 413.  waitress cannot
+    tell routes apart, so a route with a larger limit of its own (``largest_route_bytes``, the AgentCore
+    route's) raises the wire limit to exactly that, not four times it.
     """
-    return {"max_request_body_size": 4 * max_request_bytes + 64 * 1024, "outbuf_high_watermark": 1024 * 1024}
+    wire = max(4 * max_request_bytes, largest_route_bytes) + 64 * 1024
+    return {"max_request_body_size": wire, "outbuf_high_watermark": 1024 * 1024}
 
 
 class ServerThread:

@@ -102,13 +102,15 @@ def test_chunked_and_content_length_bodies_over_the_limit_on_the_wire(adapter_fa
     assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
 
 
+@pytest.mark.parametrize("path", ["/", "/ag-ui/agent"])
 @pytest.mark.parametrize("framing", ["content-length", "chunked"])
-def test_oversized_body_is_refused_without_buffering_it(adapter_factory, framing):
-    adapter = adapter_factory(max_request_bytes=SMALL_LIMIT)
+def test_oversized_body_is_refused_without_buffering_it(adapter_factory, framing, path):
+    # The wire limit follows the largest route limit (the AgentCore route's), here set small too.
+    adapter = adapter_factory(max_request_bytes=SMALL_LIMIT, agentcore_max_request_bytes=SMALL_LIMIT)
     if framing == "content-length":
-        head, parts = _head("Content-Length: %d\r\n" % (500 * 1024 * 1024)), [b"{" * 1024]
+        head, parts = _head("Content-Length: %d\r\n" % (500 * 1024 * 1024), path=path), [b"{" * 1024]
     else:
-        head, parts = _head("Transfer-Encoding: chunked\r\n"), _chunked(b"x" * (SMALL_LIMIT * 8))[:-1]
+        head, parts = _head("Transfer-Encoding: chunked\r\n", path=path), _chunked(b"x" * (SMALL_LIMIT * 8))[:-1]
     answer = _exchange(adapter.server.port, head, parts, wait=2.0)     # the body is never completed
     assert answer is not None, "no answer while the oversized body was still being sent"
     assert answer[0] == 413

@@ -236,11 +236,11 @@ def _source(**source):
     ({"type": "binary", "mimeType": "image/png", "url": "https://example.com/a.png"}, errors.MSG_REMOTE_MEDIA),
     (_source(type="file", value="file-123", provider="openai"), errors.MSG_UNSUPPORTED_CONTENT),
     ({"type": "audio", "source": {"type": "data", "value": "AAAA", "mimeType": "audio/wav"}},
-     errors.MSG_UNSUPPORTED_CONTENT),
+     errors.MSG_AUDIO_UNSUPPORTED),
     ({"type": "video", "source": {"type": "data", "value": "AAAA", "mimeType": "video/mp4"}},
-     errors.MSG_UNSUPPORTED_CONTENT),
+     errors.MSG_VIDEO_UNSUPPORTED),
     ({"type": "document", "source": {"type": "data", "value": "AAAA", "mimeType": "application/pdf"}},
-     errors.MSG_UNSUPPORTED_CONTENT),
+     errors.MSG_DOCUMENT_UNSUPPORTED),
     ({"type": "binary", "mimeType": "application/pdf", "data": "AAAA"}, errors.MSG_UNSUPPORTED_CONTENT),
     ({"type": "binary", "mimeType": "image/png", "id": "upload-1"}, errors.MSG_UNSUPPORTED_CONTENT),
     ({"type": "binary", "data": "AAAA"}, errors.MSG_UNSUPPORTED_CONTENT),
@@ -278,7 +278,7 @@ def _suffix(message, part):
         return "/url" if "url" in part else "/source"
     if message == errors.MSG_UNSUPPORTED_CONTENT:
         return "/source/type" if part["type"] == "image" else ""
-    if part["type"] == "binary":
+    if part["type"] in ("binary", "audio", "video", "document"):
         return "/mimeType" if message == errors.MSG_IMAGE_TYPE else ""
     if not isinstance(source, dict):
         return "/source"

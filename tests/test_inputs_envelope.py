@@ -330,7 +330,7 @@ def test_invalid_cancel_request(body, message, path):
 
 # --- property: nothing but RunRequest or INVALID_INPUT ------------------------------------------------
 
-_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12)
+_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12)
 _json = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4)
                      | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
 _KEYS = ["threadId", "runId", "state", "messages", "tools", "context", "forwardedProps", "resume", "parentRunId"]

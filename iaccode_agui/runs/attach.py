@@ -65,13 +65,16 @@ class LogAttach:
         self.orphan_handler: Callable[[RunLogReader, str], OrphanHandler] = (
             lambda reader, language: lost_run_frames(reader.header["threadId"], reader.header["runId"], language))
 
-    def reattach(self, thread_id: str, run_id: str, digest: str, after_seq: Optional[int],
+    def reattach(self, thread_id: str, run_id: str, digest: Optional[str], after_seq: Optional[int],
                  language: str) -> Optional[Tuple[FollowedRun, Subscription]]:
-        """Follow a run this process does not hold; None when there is no log of it."""
+        """Follow a run this process does not hold; None when there is no log of it.
+
+        ``digest`` None skips the body check (an AgentCore attach sends a different body by design).
+        """
         reader = self.runlogs.open_reader(thread_id, run_id)
         if reader is None:
             return None
-        if reader.header.get("digest") != digest:
+        if digest is not None and reader.header.get("digest") != digest:
             reader.close()
             raise AguiError("RUN_ID_CONFLICT")
         watch = self.runlogs.watch(thread_id, run_id) if reader.writer_alive() else None

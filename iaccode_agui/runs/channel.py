@@ -199,6 +199,10 @@ class RunChannel:
         """Frames with an id above ``after_seq`` (all with None) up to the newest published (lock held)."""
         if after_seq is not None and after_seq >= self._next_seq + 1:
             raise AguiError("RUN_ALREADY_TERMINAL")
+        if self.closed and after_seq is not None and after_seq + 1 >= self._next_seq:
+            # The client already saw the terminal event: nothing is left to tell it.  A client that
+            # missed even one event, the terminal one included, still gets that tail.
+            raise AguiError("RUN_ALREADY_TERMINAL")
         first = 0 if after_seq is None else after_seq + 1
         oldest = self._frames[0][0] if self._frames else self._next_seq
         if first >= oldest:

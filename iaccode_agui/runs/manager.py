@@ -29,6 +29,7 @@ from iaccode_agui.runs.attach import LogAttach
 from iaccode_agui.runs.channel import RunChannel, Subscription
 from iaccode_agui.runs.expiry import ExpiryScheduler
 from iaccode_agui.runs.housekeeping import Housekeeper
+from iaccode_agui.runs.profile import DEFAULT as DEFAULT_PROFILE, RunProfile, ShapedPublisher
 from iaccode_agui.runs.recorder import StateRecorder
 from iaccode_agui.runs.replaymem import ReplayBudget
 from iaccode_agui.runs.runlog import RunLogStore, RunLogWriter
@@ -48,8 +49,9 @@ ABANDONED_RELEASE_WAIT = 1.0  # how long a new run waits for the release of a ru
 
 class LiveRun:
     def __init__(self, manager: "RunManager", req: RunRequest, state: ThreadState, lease: RunLease,
-                 channel: RunChannel) -> None:
+                 channel: RunChannel, profile: RunProfile = DEFAULT_PROFILE) -> None:
         self.manager = manager
+        self.profile = profile
         self.thread_id = req.thread_id
         self.run_id = req.run_id
         self.digest = req.digest
@@ -71,6 +73,8 @@ class LiveRun:
         worker = self.worker
         if finished or worker is None or worker.finished or self.channel.attached:
             return      # ended, or another client already took the run over (re-attach)
+        if self.profile.keep_running_on_disconnect:
+            return      # the client stops runs explicitly and may attach again
         if self.followed_elsewhere():
             self._recheck_later()
             return
@@ -177,14 +181,14 @@ class RunManager:
 
     # ---- start / attach -----------------------------------------------------------------------
     def start(self, req: RunRequest, language: str, last_event_id: Optional[int] = None,
-              start_thread: bool = True) -> Tuple[LiveRun, Subscription]:
+              start_thread: bool = True, profile: RunProfile = DEFAULT_PROFILE) -> Tuple[LiveRun, Subscription]:
         """Admit (or re-attach) the run; its ``RUN_STARTED`` is queued on the returned subscription.
 
         With ``start_thread=False`` the caller starts the run's thread itself (``run.worker.start()``), e.g.
         once the first bytes of the response are on their way.
         """
         if last_event_id is not None:
-            attached = self._reattach(req, last_event_id, language)
+            attached = self.attach(req.thread_id, req.run_id, last_event_id, req.digest, language)
             if attached is not None:
                 return attached
         if self.draining:
@@ -199,6 +203,7 @@ class RunManager:
         finally:
             with self._lock:
                 self._reserved -= 1
+        run.profile = profile           # set before the worker exists, so before any close can be seen
         try:
             worker, sub = self._prepare(run, req, admitted, language)
             worker.open()            # RUN_STARTED is queued from this (the request's) thread
@@ -215,7 +220,9 @@ class RunManager:
         ctx = self._context(req, admitted.state, language)
         projector = RunProjector(ctx, clock=self.clock)
         recorder = StateRecorder(self.store, req.thread_id, ctx.execution_id, req.run_id)
-        worker = RunWorker(client=self.client, projector=projector, channel=run.channel, recorder=recorder,
+        shaper = run.profile.shaper
+        publisher = run.channel if shaper is None else ShapedPublisher(run.channel, shaper(language))
+        worker = RunWorker(client=self.client, projector=projector, channel=publisher, recorder=recorder,
                            driver=self._driver(req, admitted, ctx), on_end=lambda w: self._ended(run),
                            on_release=lambda: self._released(run))
         run.worker = worker
@@ -237,30 +244,44 @@ class RunManager:
         if self._by_execution.get(run.execution_id) is run:
             del self._by_execution[run.execution_id]
 
-    def _reattach(self, req: RunRequest, last_event_id: int,
-                  language: str) -> Optional[Tuple[LiveRun, Subscription]]:
+    def find_run(self, thread_id: str, run_id: str) -> Optional[LiveRun]:
+        """The run, live or ended, while this process still keeps its record and events."""
         with self._lock:
-            run = self._live.get((req.thread_id, req.run_id))
+            run = self._live.get((thread_id, run_id))
             if run is None:
-                run = next((item for item in self._finished
-                            if item.key == (req.thread_id, req.run_id)), None)
+                run = next((item for item in self._finished if item.key == (thread_id, run_id)), None)
+        return run
+
+    def recorded_digest(self, thread_id: str, run_id: str) -> Optional[str]:
+        """The request digest the thread's durable state remembers for ``run_id`` (None: never admitted)."""
+        try:
+            state = self.store.load(thread_id)
+        except StateUnavailable:
+            raise AguiError("STATE_UNAVAILABLE")
+        return None if state is None else state.run_digests.get(run_id)
+
+    def attach(self, thread_id: str, run_id: str, after_seq: int, digest: Optional[str] = None,
+               language: str = "en") -> Optional[Tuple[LiveRun, Subscription]]:
+        """Re-attach a client to a run's events after ``after_seq``; None when the run was never admitted.
+
+        ``digest`` (``Last-Event-ID`` on ``POST /``, which repeats the original body) must match the run's;
+        an AgentCore attach sends a different body by design and passes None.
+        """
+        run = self.find_run(thread_id, run_id)
         if run is None:
-            followed = self.log_attach.reattach(req.thread_id, req.run_id, req.digest, last_event_id, language)
+            followed = self.log_attach.reattach(thread_id, run_id, digest, after_seq, language)
             if followed is not None:
                 self.metrics.inc("agui_reattach_total")
                 return followed     # type: ignore[return-value]
-            try:
-                state = self.store.load(req.thread_id)
-            except StateUnavailable:
-                raise AguiError("STATE_UNAVAILABLE")
-            if state is not None and req.run_id in state.run_digests:
-                if state.run_digests[req.run_id] != req.digest:
-                    raise AguiError("RUN_ID_CONFLICT")
-                raise AguiError("RUN_ALREADY_TERMINAL")
-            return None
-        if run.digest != req.digest:
+            known = self.recorded_digest(thread_id, run_id)
+            if known is None:
+                return None
+            if digest is not None and known != digest:
+                raise AguiError("RUN_ID_CONFLICT")
+            raise AguiError("RUN_ALREADY_TERMINAL")
+        if digest is not None and run.digest != digest:
             raise AguiError("RUN_ID_CONFLICT")
-        sub = run.channel.attach(last_event_id, takeover_wait=REATTACH_TAKEOVER_WAIT)
+        sub = run.channel.attach(after_seq, takeover_wait=REATTACH_TAKEOVER_WAIT)
         run.cancel_grace()
         self.metrics.inc("agui_reattach_total")
         return run, sub

@@ -10,7 +10,7 @@ import functools
 import select
 import socket
 import time
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple
 
 from iaccode_agui.a2a.sse import HEARTBEAT
 from iaccode_agui.runs.channel import END, Subscription
@@ -23,8 +23,10 @@ class SSEBody:
                  client_gone: Optional[Callable[[], bool]] = None,
                  on_close: Optional[Callable[[bool], None]] = None,
                  on_heartbeat: Optional[Callable[[], None]] = None,
-                 after_first_write: Optional[Callable[[], None]] = None) -> None:
+                 after_first_write: Optional[Callable[[], None]] = None,
+                 headers: Sequence[Tuple[str, str]] = ()) -> None:
         self._sub = sub
+        self.headers = list(headers)   # response headers beyond the SSE ones (route-specific)
         self._heartbeat = heartbeat
         self._poll = max(0.05, poll)
         self._client_gone = client_gone

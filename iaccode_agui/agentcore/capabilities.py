@@ -1,0 +1,52 @@
+"""The AG-UI ``AgentCapabilities`` document, built from the live settings on every request.
+
+Absent fields mean "not declared", so everything this server does (or explicitly does not do) is
+spelled out; the ``custom.iacCode`` group carries the limits a client needs to stay within them.
+"""
+from typing import Any, Dict
+
+from iaccode_agui.config import Settings
+
+
+def capabilities(settings: Settings, *, generic_upstream: bool, draining: bool) -> Dict[str, Any]:
+    iac_code = not generic_upstream
+    return {
+        "identity": {
+            "name": "iaccode_agui",
+            "type": "a2a" if generic_upstream else "iac-code",
+            "description": "AG-UI front for an A2A 1.0 execution runtime" + ("" if generic_upstream else " (iac-code)"),
+            "version": settings.server_version,
+        },
+        "transport": {"streaming": True, "websocket": False, "httpBinary": False, "pushNotifications": False,
+                      "resumable": True},
+        # The agent calls its own tools; tools declared by the client are refused.
+        "tools": {"supported": True, "clientProvided": False},
+        "state": {"snapshots": False, "deltas": False},
+        "reasoning": {"supported": iac_code, "streaming": iac_code, "encrypted": False},
+        "multimodal": {"input": {"image": True, "audio": False, "video": False, "pdf": False, "file": False},
+                       "output": {"image": False, "audio": False}},
+        "execution": {"codeExecution": iac_code},
+        "humanInTheLoop": {"supported": True, "interrupts": True, "approvals": iac_code, "approveWithEdits": False,
+                           "interventions": False, "feedback": False},
+        "custom": {"iacCode": _details(settings, draining)},
+    }
+
+
+def _details(settings: Settings, draining: bool) -> Dict[str, Any]:
+    return {
+        "routes": {"run": "/", "agentcore": "/ag-ui/agent", "stop": "/ag-ui/agent/stop"},
+        "imageInput": "inline base64 only (PNG, JPEG, GIF, WebP); no remote URLs",
+        "attach": {"afterSequence": True, "lastEventId": True},
+        "serverDefaults": settings.default_cwd is not None,   # forwardedProps may be {} on POST / as well
+        "draining": draining,
+        "interruptTtlSeconds": settings.interrupt_ttl,
+        "reconnectGraceSeconds": settings.reconnect_grace,
+        "limits": {
+            "maxRequestBytes": settings.max_request_bytes,
+            "maxAgentcoreRequestBytes": settings.agentcore_max_request_bytes,
+            "maxImageBytes": settings.max_image_bytes,
+            "maxImagesBytes": settings.max_images_bytes,
+            "maxSseEventBytes": settings.max_sse_event_bytes,
+            "maxActiveRuns": settings.max_active_runs or None,
+        },
+    }

@@ -1,0 +1,102 @@
+"""Handlers of the AgentCore-compatible routes; the WSGI app routes to them and renders their errors.
+
+Each handler speaks AgentCore at its edges (codes through ``errors.agentcore_error``, the session
+header on every answer) and the run core's own API in between.
+"""
+from typing import Any, Dict, Optional
+
+from werkzeug.wrappers import Request, Response
+
+from iaccode_agui import errors, inputs
+from iaccode_agui.agentcore import requests as ac_requests
+from iaccode_agui.agentcore.capabilities import capabilities
+from iaccode_agui.agentcore.readiness import RuntimeProbe
+from iaccode_agui.agentcore.shaping import AgentCoreShaper
+from iaccode_agui.agentcore.stop import stop_run
+from iaccode_agui.errors import AguiError
+from iaccode_agui.runs.profile import RunProfile
+
+SESSION_HEADER = ac_requests.SESSION_HEADER
+
+
+class AgentCoreRoutes:
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        settings = app.settings
+        self.settings = settings
+        self.manager = app.manager
+        self.probe = RuntimeProbe(app.client)
+        self.policy = inputs.InputPolicy(default_cwd=settings.default_cwd, agentcore=True,
+                                         max_image_bytes=settings.max_image_bytes,
+                                         max_images_bytes=settings.max_images_bytes)
+        self.profile = RunProfile(name="agentcore", keep_running_on_disconnect=True,
+                                  shaper=lambda language: AgentCoreShaper(language, settings.max_sse_event_bytes))
+
+    # ---- POST /ag-ui/agent ----------------------------------------------------------------------
+    def run(self, request: Request, info: Dict[str, Any]) -> Any:
+        thread_id: Optional[str] = None
+        try:
+            body = self._read(request, self.settings.agentcore_max_request_bytes)
+            thread_id = ac_requests.body_thread_id(body)
+            info["language"] = inputs.request_language(body, request.headers.get("Accept-Language"),
+                                                       self.settings.default_language)
+            ac_requests.check_session_header(request.headers, body)
+            attach = ac_requests.attach_request(body)
+            if attach is not None:
+                info["thread"], info["run"] = attach.thread_id, attach.run_id
+                attached = self.manager.attach(attach.thread_id, attach.run_id, attach.after_sequence,
+                                               language=info["language"])
+                if attached is None:
+                    raise AguiError("RUN_NOT_FOUND")
+                run, sub = attached
+            else:
+                run_request = inputs.parse_run_request(body, self.settings.allowed_cwds, self.policy)
+                info["thread"], info["run"] = run_request.thread_id, run_request.run_id
+                if self.manager.draining:
+                    raise AguiError("RUNTIME_DRAINING", headers={"Retry-After": "5"})
+                self.probe.check()
+                run, sub = self.manager.start(run_request, info["language"], profile=self.profile)
+        except AguiError as exc:
+            raise self._mapped(exc, thread_id)
+        return self.app.stream_response(request, info, run, sub, headers=[(SESSION_HEADER, run.thread_id)])
+
+    # ---- POST /ag-ui/agent/stop -----------------------------------------------------------------
+    def stop(self, request: Request, info: Dict[str, Any]) -> Response:
+        thread_id: Optional[str] = None
+        try:
+            body = self._read(request, self.settings.max_cancel_bytes)
+            thread_id = ac_requests.body_thread_id(body)
+            info["language"] = inputs.request_language(body, request.headers.get("Accept-Language"),
+                                                       self.settings.default_language)
+            thread_id, run_id = ac_requests.stop_request(body)
+            ac_requests.check_session_header(request.headers, body)
+            info["thread"], info["run"] = thread_id, run_id
+            stop_run(self.manager, thread_id, run_id)
+        except AguiError as exc:
+            raise self._mapped(exc, thread_id)
+        response = Response(status=204)
+        response.headers[SESSION_HEADER] = thread_id
+        return response
+
+    # ---- GET /capabilities, /ag-ui/agent/capabilities ------------------------------------------------
+    def capabilities(self, request: Request, info: Dict[str, Any]) -> Response:
+        document = capabilities(self.settings, generic_upstream=self.manager.upstream_is_generic(),
+                                draining=self.manager.draining)
+        return self.app.json_response(document)
+
+    # ---- helpers ----------------------------------------------------------------------------------
+    def _read(self, request: Request, limit: int) -> Any:
+        try:
+            return self.app.read_json(request, limit)
+        except AguiError as exc:
+            if exc.code != "REQUEST_TOO_LARGE":
+                raise
+            raise AguiError("PAYLOAD_TOO_LARGE", errors.MSG_BODY_OVER_LIMIT,
+                            params={"limit": inputs.format_bytes(limit)})
+
+    @staticmethod
+    def _mapped(exc: AguiError, thread_id: Optional[str]) -> AguiError:
+        mapped = errors.agentcore_error(exc)
+        if thread_id is not None and inputs.is_identifier(thread_id):
+            mapped.headers[SESSION_HEADER] = thread_id
+        return mapped
