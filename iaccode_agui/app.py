@@ -43,7 +43,7 @@ PUBLIC_ENDPOINTS = frozenset({"health", "ready", "console_page", "console_asset"
 
 StartResponse = Callable[..., Any]
 # Endpoints of the AgentCore-compatible family: they also take the API key as ``x-api-key``.
-API_KEY_ENDPOINTS = frozenset(["agentcore_run", "agentcore_stop", "capabilities"])
+API_KEY_ENDPOINTS = frozenset(["agentcore_run", "agentcore_stop", "capabilities", "file"])
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -81,6 +81,7 @@ class AguiApp:
             Rule("/ag-ui/agent/stop", endpoint="agentcore_stop", methods=["POST"]),
             Rule("/ag-ui/agent/capabilities", endpoint="capabilities", methods=["GET"]),
             Rule("/capabilities", endpoint="capabilities", methods=["GET"]),
+            Rule("/ag-ui/files/<token>", endpoint="file", methods=["GET"]),
         ]
         if self.console is not None:
             rules += [Rule("/console/", endpoint="console_page", methods=["GET"]),
@@ -274,6 +275,9 @@ class AguiApp:
 
     def on_capabilities(self, request: Request, info: Dict[str, Any]) -> Response:
         return self.agentcore.capabilities(request, info)
+
+    def on_file(self, request: Request, info: Dict[str, Any], token: str) -> Response:
+        return self.agentcore.file(request, info, token)
 
     def stream_response(self, request: Request, info: Dict[str, Any], run: Any, sub: Any,
                         headers: Iterable[Tuple[str, str]] = ()) -> SSEBody:

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from iaccode_agui import __version__, i18n
 from iaccode_agui.argtypes import (OneLineParser, at_least, count, megabytes, port, positive_seconds, program_name,
                                    seconds)
-from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_HEARTBEAT, DEFAULT_HOST, DEFAULT_INTERRUPT_TTL,
+from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_FILE_LINK_TTL, MAX_FILE_LINKS, DEFAULT_HEARTBEAT, DEFAULT_HOST, DEFAULT_INTERRUPT_TTL,
                                  DEFAULT_PORT, DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL,
                                  MAX_IMAGE_BYTES, MAX_IMAGES_BYTES, MAX_SSE_EVENT_BYTES, ConfigError, Settings,
                                  default_allowed_cwds, default_state_dir, is_loopback_host, normalize_a2a_url)
@@ -49,6 +49,9 @@ ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_CONSOLE         0/false/off disables the web console (as --no-console)
   IAC_CODE_CONFIG_DIR           config directory (default ~/.iac-code; state goes to <dir>/agui)
   IAC_CODE_AGUI_DEFAULT_CWD     --default-cwd
+  IAC_CODE_AGUI_PUBLISH_FILES   --publish-files (1/true/yes/on or 0/false/no/off)
+  IAC_CODE_AGUI_FILE_LINK_TTL   --file-link-ttl
+  IAC_CODE_AGUI_MAX_FILE_LINKS  --max-file-links
   IAC_CODE_AGUI_MAX_AGENTCORE_REQUEST_BYTES  --max-agentcore-request-bytes
   IAC_CODE_AGUI_MAX_IMAGE_BYTES              --max-image-bytes
   IAC_CODE_AGUI_MAX_IMAGES_BYTES             --max-images-bytes
@@ -98,6 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--no-console", action="store_true", help="do not serve the built-in web console at /console")
     add("--default-cwd", help="workspace for runs that send no forwardedProps.iacCode (stock AG-UI clients); "
                               "must lie inside the allowed workspace roots")
+    add("--publish-files", action="store_true", default=None,
+        help="on /ag-ui/agent, a tool result that wrote workspace files carries expiring download links "
+             "(GET /ag-ui/files/<token>, behind the same auth)")
+    add("--file-link-ttl", type=float,
+        help="seconds a published file link stays valid (default %.0f)" % DEFAULT_FILE_LINK_TTL)
+    add("--max-file-links", type=int, help="published links kept at once; the oldest go first (default %d)"
+                                             % MAX_FILE_LINKS)
     add("--max-agentcore-request-bytes", type=int,
         help="largest request body on /ag-ui/agent (default %d = 96 MiB)" % AGENTCORE_MAX_REQUEST_BYTES)
     add("--max-image-bytes", type=int, help="largest decoded inline image (default %d = 8 MiB)" % MAX_IMAGE_BYTES)
@@ -166,10 +176,21 @@ def _from_env(value: Any, env: Mapping[str, str], name: str, parse: Any, default
         raise ConfigError("%s has an unusable value %r" % (name, raw))
 
 
+def _flag(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        raise ValueError(raw)
+    return lowered in ("1", "true", "yes", "on")
+
+
 def agentcore_settings(args: argparse.Namespace, env: Mapping[str, str]) -> Dict[str, Any]:
     """Settings of the AgentCore-compatible routes and of server-side defaults, from flags and variables."""
     return {
         "default_cwd": _from_env(args.default_cwd, env, "IAC_CODE_AGUI_DEFAULT_CWD", str, None),
+        "publish_files": _from_env(args.publish_files, env, "IAC_CODE_AGUI_PUBLISH_FILES", _flag, False),
+        "file_link_ttl": _from_env(args.file_link_ttl, env, "IAC_CODE_AGUI_FILE_LINK_TTL", float,
+                                   DEFAULT_FILE_LINK_TTL),
+        "max_file_links": _from_env(args.max_file_links, env, "IAC_CODE_AGUI_MAX_FILE_LINKS", int, MAX_FILE_LINKS),
         "agentcore_max_request_bytes": _from_env(args.max_agentcore_request_bytes, env,
                                                  "IAC_CODE_AGUI_MAX_AGENTCORE_REQUEST_BYTES", int,
                                                  AGENTCORE_MAX_REQUEST_BYTES),

@@ -25,6 +25,8 @@ AGENTCORE_MAX_REQUEST_BYTES = 96 * 1024 * 1024
 MAX_IMAGE_BYTES = 8 * 1024 * 1024
 MAX_IMAGES_BYTES = 10 * 1024 * 1024
 MAX_SSE_EVENT_BYTES = 1024 * 1024
+DEFAULT_FILE_LINK_TTL = 3600.0
+MAX_FILE_LINKS = 10000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +60,9 @@ class Settings:
     max_image_bytes: int = MAX_IMAGE_BYTES
     max_images_bytes: int = MAX_IMAGES_BYTES
     max_sse_event_bytes: int = MAX_SSE_EVENT_BYTES   # /ag-ui/agent only: larger events are split or truncated
+    publish_files: bool = False                # /ag-ui/agent: tool results that wrote files carry download links
+    file_link_ttl: float = DEFAULT_FILE_LINK_TTL
+    max_file_links: int = MAX_FILE_LINKS       # live links held in memory; the oldest is dropped beyond it
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a2a_url", normalize_a2a_url(self.a2a_url))
@@ -83,6 +88,8 @@ class Settings:
                 raise ConfigError("%s must be at least 1 byte" % name)
         if self.max_sse_event_bytes < 4096:
             raise ConfigError("the SSE event limit must be at least 4096 bytes")
+        if self.file_link_ttl <= 0 or self.max_file_links < 1:
+            raise ConfigError("file links need a lifetime > 0 seconds and room for at least one link")
 
 
 class ConfigError(ValueError):

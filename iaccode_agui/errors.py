@@ -150,6 +150,7 @@ ERRORS: Dict[str, Tuple[int, str]] = {
     "PAYLOAD_TOO_LARGE": (413, MSG_REQUEST_TOO_LARGE),
     "RUNTIME_NOT_READY": (503, MSG_RUNTIME_NOT_READY),
     "RUN_CANCELLED": (409, MSG_RUN_CANCELLED),
+    "FILE_LINK_NOT_FOUND": (404, MSG_FILE_LINK_INVALID),
 }
 
 # How the AgentCore-compatible routes spell a code of the run core (codes not listed keep their name).

@@ -47,3 +47,19 @@ def test_cli_exits_2_on_a_default_cwd_outside_the_roots(workspace, tmp_path, cap
     code = cli.main(["--a2a-url", "http://127.0.0.1:9/", "--default-cwd", "/"],
                     env={"IAC_CODE_AGUI_ALLOWED_CWDS": workspace, "IAC_CODE_AGUI_STATE_DIR": str(tmp_path)})
     assert code == 2 and "--default-cwd" in capsys.readouterr().err
+
+
+def test_file_publication_flags(workspace, tmp_path):
+    base = {"IAC_CODE_AGUI_STATE_DIR": str(tmp_path)}
+    off = settings([], base, workspace)
+    assert off.publish_files is False and off.file_link_ttl == 3600 and off.max_file_links == 10000
+    env = dict(base, IAC_CODE_AGUI_PUBLISH_FILES="yes", IAC_CODE_AGUI_FILE_LINK_TTL="60",
+               IAC_CODE_AGUI_MAX_FILE_LINKS="5")
+    on = settings([], env, workspace)
+    assert (on.publish_files, on.file_link_ttl, on.max_file_links) == (True, 60.0, 5)
+    flags = settings(["--publish-files", "--file-link-ttl", "10", "--max-file-links", "2"], base, workspace)
+    assert (flags.publish_files, flags.file_link_ttl, flags.max_file_links) == (True, 10.0, 2)
+    with pytest.raises(ConfigError):
+        settings([], dict(base, IAC_CODE_AGUI_PUBLISH_FILES="maybe"), workspace)
+    with pytest.raises(ConfigError):
+        settings([], dict(base, IAC_CODE_AGUI_MAX_FILE_LINKS="0"), workspace)

@@ -41,6 +41,8 @@ def _details(settings: Settings, draining: bool) -> Dict[str, Any]:
         "draining": draining,
         "interruptTtlSeconds": settings.interrupt_ttl,
         "reconnectGraceSeconds": settings.reconnect_grace,
+        "publishFiles": settings.publish_files,
+        "fileLinkTtlSeconds": settings.file_link_ttl if settings.publish_files else None,
         "limits": {
             "maxRequestBytes": settings.max_request_bytes,
             "maxAgentcoreRequestBytes": settings.agentcore_max_request_bytes,

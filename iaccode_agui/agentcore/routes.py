@@ -4,12 +4,15 @@ Each handler speaks AgentCore at its edges (codes through ``errors.agentcore_err
 header on every answer) and the run core's own API in between.
 """
 from typing import Any, Dict, Optional
+from urllib.parse import quote
 
 from werkzeug.wrappers import Request, Response
+from werkzeug.wsgi import wrap_file
 
 from iaccode_agui import errors, inputs
 from iaccode_agui.agentcore import requests as ac_requests
 from iaccode_agui.agentcore.capabilities import capabilities
+from iaccode_agui.agentcore.files import FileLinks, RunFilePublisher
 from iaccode_agui.agentcore.readiness import RuntimeProbe
 from iaccode_agui.agentcore.shaping import AgentCoreShaper
 from iaccode_agui.agentcore.stop import stop_run
@@ -29,8 +32,16 @@ class AgentCoreRoutes:
         self.policy = inputs.InputPolicy(default_cwd=settings.default_cwd, agentcore=True,
                                          max_image_bytes=settings.max_image_bytes,
                                          max_images_bytes=settings.max_images_bytes)
-        self.profile = RunProfile(name="agentcore", keep_running_on_disconnect=True,
-                                  shaper=lambda language: AgentCoreShaper(language, settings.max_sse_event_bytes))
+        self.links = FileLinks(settings.file_link_ttl, settings.max_file_links) if settings.publish_files else None
+
+    def profile(self, request: Request, workspace: str) -> RunProfile:
+        """How the core treats this run: kept on disconnect, events shaped (with file links when enabled)."""
+        links, limit, base = self.links, self.settings.max_sse_event_bytes, request.url_root
+
+        def shaper(language: str) -> AgentCoreShaper:
+            files = RunFilePublisher(links, workspace, base) if links is not None else None
+            return AgentCoreShaper(language, limit, files)
+        return RunProfile(name="agentcore", keep_running_on_disconnect=True, shaper=shaper)
 
     # ---- POST /ag-ui/agent ----------------------------------------------------------------------
     def run(self, request: Request, info: Dict[str, Any]) -> Any:
@@ -55,7 +66,8 @@ class AgentCoreRoutes:
                 if self.manager.draining:
                     raise AguiError("RUNTIME_DRAINING", headers={"Retry-After": "5"})
                 self.probe.check()
-                run, sub = self.manager.start(run_request, info["language"], profile=self.profile)
+                run, sub = self.manager.start(run_request, info["language"],
+                                              profile=self.profile(request, run_request.cwd))
         except AguiError as exc:
             raise self._mapped(exc, thread_id)
         return self.app.stream_response(request, info, run, sub, headers=[(SESSION_HEADER, run.thread_id)])
@@ -83,6 +95,18 @@ class AgentCoreRoutes:
         document = capabilities(self.settings, generic_upstream=self.manager.upstream_is_generic(),
                                 draining=self.manager.draining)
         return self.app.json_response(document)
+
+    # ---- GET /ag-ui/files/<token> -------------------------------------------------------------------
+    def file(self, request: Request, info: Dict[str, Any], token: str) -> Response:
+        if self.links is None:
+            raise AguiError("NOT_FOUND")
+        handle, size, link = self.links.open(token)
+        response = Response(wrap_file(request.environ, handle), mimetype=link.mime_type, direct_passthrough=True)
+        response.content_length = size
+        response.headers["Content-Disposition"] = "attachment; filename*=UTF-8''" + quote(link.file_name, safe="")
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        return response
 
     # ---- helpers ----------------------------------------------------------------------------------
     def _read(self, request: Request, limit: int) -> Any:

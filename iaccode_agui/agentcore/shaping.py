@@ -10,6 +10,7 @@ import json
 from typing import Any, Dict, List, Optional
 
 from iaccode_agui import errors, i18n
+from iaccode_agui.agentcore.files import ARTIFACT_EVENT, RunFilePublisher
 from iaccode_agui.projection import events as ev
 
 USAGE_EVENT = "agentcore.usage"
@@ -71,12 +72,15 @@ def split_text(text: str, budget: int) -> List[str]:
 class AgentCoreShaper:
     """Per-run shaping; ``language`` is the run's, for the messages this layer writes itself."""
 
-    def __init__(self, language: str, max_event_bytes: int) -> None:
+    def __init__(self, language: str, max_event_bytes: int, files: Optional[RunFilePublisher] = None) -> None:
         self.language = language
         self.max_event_bytes = max_event_bytes
+        self.files = files
 
     def __call__(self, event: Event) -> List[Event]:
         kind = event.get("type")
+        if self.files is not None:
+            event = self._publish(event)
         if kind == "RUN_FINISHED":
             return [ev.custom(USAGE_EVENT, usage_value(event.get("usage"))), event]
         if kind == "RUN_ERROR":
@@ -84,6 +88,17 @@ class AgentCoreShaper:
         if kind in SPLITTABLE or kind in TRUNCATABLE:
             return self._fit(event)
         return [event]
+
+    def _publish(self, event: Event) -> Event:
+        """Artifacts name the files a tool wrote; the tool's result then carries their download links."""
+        assert self.files is not None
+        if event.get("type") == "CUSTOM" and event.get("name") == ARTIFACT_EVENT:
+            self.files.note_artifact(event.get("value"))
+        elif event.get("type") == "TOOL_CALL_RESULT":
+            content = self.files.tool_result_content()
+            if content is not None:
+                return dict(event, content=content)
+        return event
 
     def _rename_error(self, event: Event) -> Event:
         code = errors.AGENTCORE_CODES.get(event.get("code", ""))
