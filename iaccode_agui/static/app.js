@@ -49,9 +49,10 @@ function askToken(reason) {
   if (!$("token-dialog").open) $("token-dialog").showModal();
 }
 
-async function getJson(path) {
+// A background probe passes ask=false: the token is asked for when the user acts, not on page load.
+async function getJson(path, ask = true) {
   const response = await fetch(new URL(path, API), { headers: headers(), cache: "no-store" });
-  if (response.status === 401) askToken("The server needs a valid bearer token.");
+  if (response.status === 401 && ask) askToken("The server needs a valid bearer token.");
   if (!response.ok) throw await httpError(response);
   return response.json();
 }
@@ -67,7 +68,7 @@ async function probe() {
   }
   parts.push(await readiness());
   try {
-    const capabilities = await getJson("capabilities");
+    const capabilities = await getJson("capabilities", false);   // behind auth when a token is set
     $("capabilities-panel").textContent = pretty(capabilities);
     ui.defaults = defaultsFrom(capabilities);
     if (!$("cwd").value && ui.defaults.cwd) $("cwd").value = ui.defaults.cwd;
