@@ -59,6 +59,28 @@ ENV_HELP = """environment variables (a flag wins over its variable):
 """ % os.pathsep
 
 
+def add_agentcore_flags(add: Any) -> None:
+    """Flags of the AgentCore-compatible routes and of server-side defaults."""
+    add("--default-cwd", help="workspace for runs that send no forwardedProps.iacCode (stock AG-UI clients); "
+                              "must lie inside the allowed workspace roots")
+    add("--publish-files", action="store_true", default=None,
+        help="on /ag-ui/agent, a tool result that wrote workspace files carries expiring download links "
+             "(GET /ag-ui/files/<token>, behind the same auth)")
+    add("--file-link-ttl", type=float,
+        help="seconds a published file link stays valid (default %.0f)" % DEFAULT_FILE_LINK_TTL)
+    add("--max-file-links", type=int, help="published links kept at once; the oldest go first (default %d)"
+                                             % MAX_FILE_LINKS)
+    add("--max-agentcore-request-bytes", type=int,
+        help="largest request body on /ag-ui/agent (default %d = 96 MiB)" % AGENTCORE_MAX_REQUEST_BYTES)
+    add("--max-image-bytes", type=int, help="largest decoded inline image (default %d = 8 MiB)" % MAX_IMAGE_BYTES)
+    add("--max-images-bytes", type=int,
+        help="largest total of a message's decoded images (default %d = 10 MiB)" % MAX_IMAGES_BYTES)
+    add("--max-sse-event-bytes", type=int,
+        help="largest SSE event on /ag-ui/agent; longer deltas are split, tool results truncated "
+             "(default %d = 1 MiB)" % MAX_SSE_EVENT_BYTES)
+
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog=program_name("iaccode_agui"), description="AG-UI (HTTP POST + SSE) front for the iac-code A2A runtime.",
@@ -99,23 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--replay-memory-mb", type=megabytes,
         help="MB of replay frames kept in memory across all runs (default %.0f)" % DEFAULT_REPLAY_MEMORY_MB)
     add("--no-console", action="store_true", help="do not serve the built-in web console at /console")
-    add("--default-cwd", help="workspace for runs that send no forwardedProps.iacCode (stock AG-UI clients); "
-                              "must lie inside the allowed workspace roots")
-    add("--publish-files", action="store_true", default=None,
-        help="on /ag-ui/agent, a tool result that wrote workspace files carries expiring download links "
-             "(GET /ag-ui/files/<token>, behind the same auth)")
-    add("--file-link-ttl", type=float,
-        help="seconds a published file link stays valid (default %.0f)" % DEFAULT_FILE_LINK_TTL)
-    add("--max-file-links", type=int, help="published links kept at once; the oldest go first (default %d)"
-                                             % MAX_FILE_LINKS)
-    add("--max-agentcore-request-bytes", type=int,
-        help="largest request body on /ag-ui/agent (default %d = 96 MiB)" % AGENTCORE_MAX_REQUEST_BYTES)
-    add("--max-image-bytes", type=int, help="largest decoded inline image (default %d = 8 MiB)" % MAX_IMAGE_BYTES)
-    add("--max-images-bytes", type=int,
-        help="largest total of a message's decoded images (default %d = 10 MiB)" % MAX_IMAGES_BYTES)
-    add("--max-sse-event-bytes", type=int,
-        help="largest SSE event on /ag-ui/agent; longer deltas are split, tool results truncated "
-             "(default %d = 1 MiB)" % MAX_SSE_EVENT_BYTES)
+    add_agentcore_flags(add)
     add("--debug", action="store_true", help="debug logging")
     add("--log-stdout", action="store_true", help="log to stdout instead of stderr")
     add("--version", action="version", version="iaccode_agui %s" % __version__)

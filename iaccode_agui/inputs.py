@@ -268,7 +268,7 @@ def check_envelope(body: Any) -> None:
 
 def is_identifier(value: Any) -> bool:
     """A thread or run id as the envelope schema accepts it."""
-    return isinstance(value, str) and not any(_IDENTIFIER.iter_errors(value))
+    return isinstance(value, str) and _IDENTIFIER.accepts(value)
 
 
 def parse_run_request(body: Any, allowed_cwds: Sequence[str], policy: InputPolicy = STRICT) -> RunRequest:

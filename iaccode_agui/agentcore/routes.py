@@ -66,7 +66,8 @@ class AgentCoreRoutes:
                 if self.manager.draining:
                     raise AguiError("RUNTIME_DRAINING", headers={"Retry-After": "5"})
                 self.probe.check()
-                run, sub = self.manager.start(run_request, info["language"],
+                # The run's thread starts once the response's first bytes are out (as on POST /).
+                run, sub = self.manager.start(run_request, info["language"], start_thread=False,
                                               profile=self.profile(request, run_request.cwd))
         except AguiError as exc:
             raise self._mapped(exc, thread_id)
