@@ -19,9 +19,9 @@ from iaccode_agui import __version__, i18n
 from iaccode_agui.argtypes import (OneLineParser, at_least, count, megabytes, port, positive_seconds, program_name,
                                    seconds)
 from iaccode_agui.config import (DEFAULT_HEARTBEAT, DEFAULT_HOST, DEFAULT_INTERRUPT_TTL, DEFAULT_PORT,
-                                 DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL, ConfigError,
-                                 Settings, default_allowed_cwds, default_state_dir, is_loopback_host,
-                                 normalize_a2a_url)
+                                 DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL,
+                                 DEFAULT_TAKEOVER_GRACE, ConfigError, Settings, default_allowed_cwds,
+                                 default_state_dir, is_loopback_host, normalize_a2a_url)
 
 log = logging.getLogger("iaccode_agui")
 
@@ -47,6 +47,7 @@ ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_RUN_LOG_MAX_MB  --run-log-max-mb
   IAC_CODE_AGUI_REPLAY_MEMORY_MB --replay-memory-mb
   IAC_CODE_AGUI_CONSOLE         0/false/off disables the web console (as --no-console)
+  IAC_CODE_AGUI_TAKEOVER_GRACE  --takeover-grace
   IAC_CODE_CONFIG_DIR           config directory (default ~/.iac-code; state goes to <dir>/agui)
 """ % os.pathsep
 
@@ -91,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--replay-memory-mb", type=megabytes,
         help="MB of replay frames kept in memory across all runs (default %.0f)" % DEFAULT_REPLAY_MEMORY_MB)
     add("--no-console", action="store_true", help="do not serve the built-in web console at /console")
+    add("--takeover-grace", type=_positive_float,
+        help="seconds a run adopted after its process died waits for a client before it is cancelled "
+             "(default %.0f; a larger --reconnect-grace wins)" % DEFAULT_TAKEOVER_GRACE)
     add("--debug", action="store_true", help="debug logging")
     add("--log-stdout", action="store_true", help="log to stdout instead of stderr")
     add("--version", action="version", version="iaccode_agui %s" % __version__)
@@ -135,7 +139,8 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str
         run_log_max_mb=_env_or_flag(args.run_log_max_mb, env, "IAC_CODE_AGUI_RUN_LOG_MAX_MB", DEFAULT_RUN_LOG_MAX_MB),
         replay_memory_mb=_env_or_flag(args.replay_memory_mb, env, "IAC_CODE_AGUI_REPLAY_MEMORY_MB",
                                       DEFAULT_REPLAY_MEMORY_MB),
-        console=console_enabled(args, env))
+        console=console_enabled(args, env),
+        takeover_grace=_env_or_flag(args.takeover_grace, env, "IAC_CODE_AGUI_TAKEOVER_GRACE", DEFAULT_TAKEOVER_GRACE))
 
 
 def console_enabled(args: argparse.Namespace, env: Mapping[str, str]) -> bool:

@@ -20,6 +20,7 @@ MAX_CANCEL_BYTES = 64 * 1024
 DEFAULT_RUN_LOG_TTL = 600.0
 DEFAULT_RUN_LOG_MAX_MB = 256.0
 DEFAULT_REPLAY_MEMORY_MB = 64.0
+DEFAULT_TAKEOVER_GRACE = 60.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +48,7 @@ class Settings:
     run_log_max_mb: float = DEFAULT_RUN_LOG_MAX_MB    # total size of all run logs; 0 disables the log
     replay_memory_mb: float = DEFAULT_REPLAY_MEMORY_MB  # replay frames kept in memory, all runs together
     console: bool = True                 # GET /console: the built-in web console (static files only)
+    takeover_grace: float = DEFAULT_TAKEOVER_GRACE    # an adopted run without a client is cancelled after it
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a2a_url", normalize_a2a_url(self.a2a_url))
@@ -61,8 +63,8 @@ class Settings:
             raise ValueError("interrupt TTL must be >= 0 (0 disables expiry)")
         if self.heartbeat_interval <= 0:
             raise ValueError("heartbeat interval must be > 0")
-        if self.run_log_ttl < 0 or self.run_log_max_mb < 0 or self.replay_memory_mb < 0:
-            raise ValueError("run log TTL, run log size and replay memory must be >= 0")
+        if min(self.run_log_ttl, self.run_log_max_mb, self.replay_memory_mb, self.takeover_grace) < 0:
+            raise ValueError("run log TTL, run log size, replay memory and take-over grace must be >= 0")
         if self.upstream_kind not in ("auto", "iac-code", "generic"):
             raise ValueError("upstream kind must be auto, iac-code or generic")
 

@@ -52,7 +52,7 @@ class Subscription:
 
 class RunChannel:
     def __init__(self, max_buffer: int = 10000, queue_max: int = 4096, *, run_log: Optional[RunLogWriter] = None,
-                 budget: Optional[ReplayBudget] = None) -> None:
+                 budget: Optional[ReplayBudget] = None, first_seq: int = 0) -> None:
         self._lock = threading.Lock()
         self._frames: Deque[Tuple[int, bytes]] = collections.deque()
         self._max_frames = max(1, max_buffer)
@@ -60,11 +60,22 @@ class RunChannel:
         self._budget = budget
         self._log = run_log
         self.log_path: Optional[str] = run_log.path if run_log is not None else None
-        self._next_seq = 0
+        self._next_seq = first_seq      # an adopted run continues its log's ids
         self._queue_max = queue_max
         self._subscriber: Optional[Subscription] = None
         self.closed = False
         self.events_published = 0
+
+    def use_log(self, run_log: Optional[RunLogWriter]) -> None:
+        """Give the channel its durable log before the first event (admission opens it after the claim)."""
+        if run_log is None:
+            return
+        with self._lock:
+            if not self._next_seq and self._log is None:
+                self._log = run_log
+                self.log_path = run_log.path
+                return
+        run_log.discard()     # too late: a log that misses the first events would replay a wrong history
 
     @property
     def attached(self) -> bool:

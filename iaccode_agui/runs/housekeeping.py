@@ -43,6 +43,7 @@ class Housekeeper:
         self._releaser.note(released)
         if sweep_logs and manager.runlogs.enabled:
             manager.runlogs.sweep()
+            manager.takeover.scan()     # a sibling process that died while this one lives
 
     def _main(self) -> None:
         while not self._stop.wait(self._tick):
