@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--replay-memory-mb", type=megabytes,
         help="MB of replay frames kept in memory across all runs (default %.0f)" % DEFAULT_REPLAY_MEMORY_MB)
     add("--no-console", action="store_true", help="do not serve the built-in web console at /console")
-    add("--takeover-grace", type=_positive_float,
+    add("--takeover-grace", type=seconds,
         help="seconds a run adopted after its process died waits for a client before it is cancelled "
              "(default %.0f; a larger --reconnect-grace wins)" % DEFAULT_TAKEOVER_GRACE)
     add("--debug", action="store_true", help="debug logging")
