@@ -12,7 +12,7 @@ import collections
 import logging
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, Optional, Tuple
 
 from iaccode_agui.a2a.sse import encode_json_event
 from iaccode_agui.errors import AguiError

@@ -8,7 +8,6 @@ writer died without one, until the orphan handler has said how the run ends).
 """
 import logging
 import threading
-import time
 from typing import Callable, Iterator, List, Optional
 
 from iaccode_agui.runs import logformat
