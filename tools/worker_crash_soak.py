@@ -166,7 +166,14 @@ class Soak:
         run = Run(body)
         run.retry = retry
         response = self._response(run, None)
-        for attach in range(REATTACHES + 1):
+        attach = 0
+        while attach <= REATTACHES:
+            if response is None and run.status == 0 and run.last_id is not None and attach < REATTACHES:
+                run.cut += 1    # the re-attach itself hit a worker being killed: it counts as one more try
+                attach += 1
+                time.sleep(0.1)
+                response = self._response(run, run.last_id)
+                continue
             if response is None:
                 run.cut += run.status == 0
                 break
@@ -190,6 +197,7 @@ class Soak:
             run.cut += 1
             if run.last_id is None or attach == REATTACHES:
                 break
+            attach += 1
             self.bump("re-attaches")
             response = self._response(run, run.last_id)
         run.ended = True
@@ -227,6 +235,9 @@ class Soak:
             self.outcome("re-attach refused: %d %s" % (run.status, run.code), run)
         elif run.cut and run.last_id is None:
             self.outcome("cut before its first event (client reports the broken stream)", run)
+        elif run.cut > REATTACHES:
+            # Each re-attach was cut again by a later kill: the terminal client stops there too.
+            self.outcome("gave up after %d re-attaches, each cut by another kill" % REATTACHES, run)
         elif run.status != 200 and not run.cut:
             self.outcome("not admitted: %d %s" % (run.status, run.code), run)
         else:
