@@ -21,6 +21,10 @@ DEFAULT_RUN_LOG_TTL = 600.0
 DEFAULT_RUN_LOG_MAX_MB = 256.0
 DEFAULT_REPLAY_MEMORY_MB = 64.0
 DEFAULT_TAKEOVER_GRACE = 60.0
+DEFAULT_MAX_JSON_DEPTH = 64
+DEFAULT_MAX_MESSAGES = 10000
+DEFAULT_RUN_ID_WINDOW = 64
+DEFAULT_RUN_ID_WINDOW_AGE = 86400.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +40,10 @@ class Settings:
     connect_timeout: float = 5.0
     max_request_bytes: int = MAX_REQUEST_BYTES
     max_cancel_bytes: int = MAX_CANCEL_BYTES
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
+    max_messages: int = DEFAULT_MAX_MESSAGES
+    run_id_window: int = DEFAULT_RUN_ID_WINDOW
+    run_id_window_age: float = DEFAULT_RUN_ID_WINDOW_AGE
     max_active_runs: int = 0
     reconnect_grace: float = 0.0
     replay_buffer_events: int = 10000
@@ -65,6 +73,10 @@ class Settings:
             raise ValueError("heartbeat interval must be > 0")
         if min(self.run_log_ttl, self.run_log_max_mb, self.replay_memory_mb, self.takeover_grace) < 0:
             raise ValueError("run log TTL, run log size, replay memory and take-over grace must be >= 0")
+        if self.max_json_depth < 1 or self.max_messages < 1:
+            raise ValueError("the JSON depth and message count limits must be >= 1")
+        if self.run_id_window < 1 or not self.run_id_window_age > 0:
+            raise ValueError("the run id window must keep >= 1 run for > 0 seconds")
         if self.upstream_kind not in ("auto", "iac-code", "generic"):
             raise ValueError("upstream kind must be auto, iac-code or generic")
 

@@ -4,13 +4,20 @@ Codes, statuses and messages are a contract with clients (the same as `iac-code 
 this one table.  English strings double as message ids for the translation catalogs in ``catalogs/``;
 ``i18n.translate`` looks them up per request.  Anything not declared in ``MESSAGES`` is never translated.
 """
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 # --- messages (English source strings; the catalogs are keyed by them) -------------------------------
 MSG_UNAUTHORIZED = "A valid bearer token is required."
 MSG_UNSUPPORTED_MEDIA_TYPE = "Content-Type must be application/json."
 MSG_REQUEST_TOO_LARGE = "The request body is too large."
 MSG_INVALID_JSON = "The request body is not valid JSON."
+MSG_JSON_TOO_DEEP = "The request body nests arrays and objects deeper than {limit} levels."
+MSG_JSON_DUPLICATE_KEY = "The request body repeats a key inside one JSON object."
+MSG_JSON_NOT_FINITE = "The request body contains a number that is not finite."
+MSG_AMBIGUOUS_FRAMING = ("The request has both Content-Length and Transfer-Encoding, "
+                         "or Transfer-Encoding on HTTP/1.0.")
+MSG_CONTENT_ENCODING = "Content-Encoding {coding} is not supported; send the body uncompressed."
+MSG_TOO_MANY_MESSAGES = "The request has more than {limit} messages."
 MSG_NOT_FOUND = "The requested resource was not found."
 MSG_METHOD_NOT_ALLOWED = "The HTTP method is not allowed for this resource."
 MSG_INTERNAL_ERROR = "The server failed to process the request."
@@ -135,14 +142,18 @@ class AguiError(Exception):
 
     ``message`` is an English source string from this module (so it can be translated) or, for text
     that comes from the A2A runtime, free text that is passed through untouched.
+    ``params`` fill the ``{name}`` placeholders of a message after it is translated, so a catalog entry
+    keeps one placeholder per value instead of one entry per value.
     """
 
-    def __init__(self, code: str, message: Optional[str] = None, *, headers: Optional[Dict[str, str]] = None):
+    def __init__(self, code: str, message: Optional[str] = None, *, headers: Optional[Dict[str, str]] = None,
+                 params: Optional[Dict[str, Any]] = None):
         if code not in ERRORS:
             raise ValueError("undeclared error code %r" % code)
         self.code = code
         self.message = message if message is not None else ERRORS[code][1]
         self.headers = dict(headers or {})
+        self.params = dict(params or {})
         if code in RETRY_AFTER:
             self.headers.setdefault("Retry-After", RETRY_AFTER[code])
         super().__init__("%s: %s" % (code, self.message))
@@ -150,6 +161,10 @@ class AguiError(Exception):
     @property
     def status(self) -> int:
         return ERRORS[self.code][0]
+
+    def render(self, translated: str) -> str:
+        """The translated message with its placeholders filled."""
+        return translated.format(**self.params) if self.params else translated
 
 
 def error_body(code: str, message: str) -> Dict[str, Dict[str, str]]:

@@ -39,6 +39,14 @@ class Level:
         with self._lock:
             self._value += amount
 
+    def add_below(self, amount: int, limit: int) -> bool:
+        """Add unless the count is already at ``limit`` (0 = no limit); True when it was added."""
+        with self._lock:
+            if limit and self._value >= limit:
+                return False
+            self._value += amount
+            return True
+
     @property
     def value(self) -> int:
         return self._value

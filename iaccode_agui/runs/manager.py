@@ -64,6 +64,9 @@ class LiveRun:
         self._grace_timer: Optional[threading.Timer] = None
         self.keep_without_client = False    # followed to its end even with nobody attached
         self.adopted = False                # continued from its log after its owning process died
+        # One re-attach at a time may wait for the old connection's loss; the others answer at once, so a
+        # flood of re-attaches cannot hold a worker each for the whole take-over wait.
+        self.takeover_gate = threading.Lock()
 
     @property
     def key(self) -> Tuple[str, str]:
@@ -331,7 +334,13 @@ class RunManager:
             return None
         if run.digest != req.digest:
             raise AguiError("RUN_ID_CONFLICT")
-        sub = run.channel.attach(last_event_id, takeover_wait=REATTACH_TAKEOVER_WAIT)
+        if run.takeover_gate.acquire(blocking=False):
+            try:
+                sub = run.channel.attach(last_event_id, takeover_wait=REATTACH_TAKEOVER_WAIT)
+            finally:
+                run.takeover_gate.release()
+        else:
+            sub = run.channel.attach(last_event_id)
         run.cancel_grace()
         self.metrics.inc("agui_reattach_total")
         return run, sub
@@ -377,7 +386,9 @@ class RunManager:
                 self._check_runtime(txn.state)
                 self.expiry.schedule_state(txn.state)
                 admitted = admission_rules.admit(txn.state, req, owner=self.owner, now=self.clock(),
-                                                 lease_free=lease is not None)
+                                                 lease_free=lease is not None,
+                                                 window=(self.settings.run_id_window,
+                                                         self.settings.run_id_window_age))
                 admitted.state.runtime = self.settings.a2a_url
                 for task_id in (admitted.orphan_task_id, admitted.expired_task_id):
                     # Before the save that forgets the task: a crash in between repeats the cancel
