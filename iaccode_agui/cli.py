@@ -103,6 +103,15 @@ def build_parser() -> argparse.ArgumentParser:
     add("--takeover-grace", type=seconds,
         help="seconds a run adopted after its process died waits for a client before it is cancelled "
              "(default %.0f; a larger --reconnect-grace wins)" % DEFAULT_TAKEOVER_GRACE)
+    add_bound_flags(add)
+    add("--debug", action="store_true", help="debug logging")
+    add("--log-stdout", action="store_true", help="log to stdout instead of stderr")
+    add("--version", action="version", version="iaccode_agui %s" % __version__)
+    return parser
+
+
+def add_bound_flags(add: Any) -> None:
+    """Flags that bound what a hostile or careless client can make the server hold."""
     add("--max-json-depth", type=int, default=None,
         help="deepest array/object nesting accepted in a request body (default %d)" % DEFAULT_MAX_JSON_DEPTH)
     add("--max-messages", type=int, default=None,
@@ -120,10 +129,6 @@ def build_parser() -> argparse.ArgumentParser:
     add("--stall-timeout", type=float, default=None,
         help="seconds a response may have output waiting without any being sent before its connection is "
              "dropped and its worker freed (default 2 x heartbeat interval)")
-    add("--debug", action="store_true", help="debug logging")
-    add("--log-stdout", action="store_true", help="log to stdout instead of stderr")
-    add("--version", action="version", version="iaccode_agui %s" % __version__)
-    return parser
 
 
 def _env_or_flag(value: Optional[float], env: Mapping[str, str], name: str, default: float) -> float:
