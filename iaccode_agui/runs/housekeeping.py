@@ -37,7 +37,7 @@ class Housekeeper:
         manager = self._manager
         manager.prune_finished()
         finished = [run.channel for run in manager.finished_runs()]
-        released = sum(channel.drop_memory() for channel in finished if channel.log_path is not None)
+        released = sum(channel.drop_memory() for channel in finished if channel.log_complete)
         live = [run.channel for run in manager.live_runs()]
         released += manager.budget.settle(finished, live)
         self._releaser.note(released)

@@ -8,7 +8,7 @@ writer died without one, until the orphan handler has said how the run ends).
 """
 import logging
 import threading
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Iterable, Iterator, List, Optional
 
 from iaccode_agui.runs import logformat
 from iaccode_agui.runs.framequeue import END, FrameQueue
@@ -20,17 +20,21 @@ BATCH_BYTES = 64 * 1024
 
 
 class LogReplay:
-    """Frames ``first..last`` (inclusive) of a log, as batches of whole frames."""
+    """Frames ``first..last`` (inclusive) of a log, as batches of whole frames, then ``tail``.
 
-    def __init__(self, reader: RunLogReader, first: int, last: int) -> None:
+    ``tail`` carries the frames after ``last`` that only memory holds (a log that reached its size cap).
+    """
+
+    def __init__(self, reader: RunLogReader, first: int, last: int, tail: Iterable[bytes] = ()) -> None:
         self._reader: Optional[RunLogReader] = reader
         self._first = first
         self._last = last
+        self._tail = list(tail)
 
     @classmethod
-    def open(cls, path: str, first: int, last: int) -> Optional["LogReplay"]:
+    def open(cls, path: str, first: int, last: int, tail: Iterable[bytes] = ()) -> Optional["LogReplay"]:
         reader = RunLogReader.open(path)
-        return None if reader is None else cls(reader, first, last)
+        return None if reader is None else cls(reader, first, last, tail)
 
     def __iter__(self) -> Iterator[bytes]:
         batch: List[bytes] = []
@@ -54,6 +58,8 @@ class LogReplay:
                     break
             if batch:
                 yield b"".join(batch)
+            if self._tail:
+                yield b"".join(self._tail)
         finally:
             self.close()
 

@@ -80,10 +80,10 @@ class RunLogWriter:
         self._max = max_bytes
         self._fsync = fsync
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes, capped: bool = True) -> None:
         if self._fd is None:
             raise OSError(errno.EBADF, "the run log is closed")
-        if self._max and self.size + len(data) > self._max:
+        if capped and self._max and self.size + len(data) > self._max:
             raise LogFull(errno.EFBIG, "the run log reached its size cap")
         view = memoryview(data)
         while view:
@@ -102,9 +102,9 @@ class RunLogWriter:
         if self._fd is None:
             return
         try:
-            self._write(logformat.encode_close(outcome))
-        except LogFull:
-            pass   # readers treat a log whose writer is gone after a terminal event as complete
+            # Past the cap too (one small record): without it a log that filled up mid-run would look
+            # like the log of an owner that died, and another process would take the ended run over.
+            self._write(logformat.encode_close(outcome), capped=False)
         finally:
             try:
                 self.sync()
