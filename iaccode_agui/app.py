@@ -15,7 +15,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, Reque
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-from iaccode_agui import errors, i18n, inputs
+from iaccode_agui import errors, i18n, inputs, jsonbody
 from iaccode_agui.console import make_console
 from iaccode_agui.a2a.client import A2AClient
 from iaccode_agui.agentcore.requests import check_session_header
@@ -49,8 +49,22 @@ API_KEY_ENDPOINTS = frozenset(["agentcore_run", "agentcore_stop", "capabilities"
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError("non-standard JSON constant %s" % name)
+_CODING_SHOWN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,40}")
+
+
+def _refuse_content_coding(header: Optional[str]) -> None:
+    """Only ``identity`` is accepted: a coded body would otherwise be parsed as if it were plain JSON.
+
+    The coding is named in the message when it is a plain token; anything else is shown as ``?`` so a
+    header never travels back verbatim.
+    """
+    if header is None:
+        return
+    codings = [item.strip().lower() for item in header.split(",") if item.strip()]
+    for coding in codings:
+        if coding != "identity":
+            shown = coding if _CODING_SHOWN.fullmatch(coding) else "?"
+            raise AguiError("UNSUPPORTED_MEDIA_TYPE", errors.MSG_CONTENT_ENCODING, params={"coding": shown})
 
 
 class AguiApp:
@@ -174,6 +188,7 @@ class AguiApp:
     def _read_json(self, request: Request, limit: int) -> Any:
         if request.mimetype != "application/json":
             raise AguiError("UNSUPPORTED_MEDIA_TYPE")
+        _refuse_content_coding(request.headers.get("Content-Encoding"))
         # One byte over the limit: werkzeug truncates a body without Content-Length at the limit, so
         # reading limit + 1 is what tells an oversized chunked body from one that fits exactly.
         request.max_content_length = limit + 1
@@ -183,18 +198,18 @@ class AguiApp:
             raise AguiError("REQUEST_TOO_LARGE")
         if len(raw) > limit:
             raise AguiError("REQUEST_TOO_LARGE")
-        try:
-            value = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-            # JSON may spell lone surrogates (\ud800) that no UTF-8 file, header or upstream can carry.
-            # Only an escaped surrogate can produce one, so the full re-encoding check runs only then.
-            if _SURROGATE_ESCAPE.search(raw):
+        value = jsonbody.loads(raw, self.settings.max_json_depth)
+        # JSON may spell lone surrogates (\ud800) that no UTF-8 file, header or upstream can carry.
+        # Only an escaped surrogate can produce one, so the full re-encoding check runs only then.
+        if _SURROGATE_ESCAPE.search(raw):
+            try:
                 json.dumps(value, ensure_ascii=False).encode("utf-8")
-        except (UnicodeError, ValueError, RecursionError):
-            raise AguiError("INVALID_JSON")
+            except UnicodeError:
+                raise AguiError("INVALID_JSON") from None
         return value
 
     def _error_response(self, exc: AguiError, language: str) -> Response:
-        body = errors.error_body(exc.code, i18n.translate(exc.message, language, exc.params))
+        body = errors.error_body(exc.code, exc.render(i18n.translate(exc.message, language)))
         response = Response(json.dumps(body, ensure_ascii=False), status=exc.status,
                             content_type="application/json; charset=utf-8")
         for name, value in exc.headers.items():
@@ -249,8 +264,13 @@ class AguiApp:
         info["language"] = language
         ask = inputs.parse_subscribe_request(body)
         info["thread"], info["run"] = ask.thread_id, ask.run_id
-        run, sub = self.manager.log_attach.observe(execution_id, ask.thread_id, ask.run_id, ask.ros_invocation_id,
-                                                   ask.after_sequence, language)
+        self._reserve_stream()
+        try:
+            run, sub = self.manager.log_attach.observe(execution_id, ask.thread_id, ask.run_id,
+                                                       ask.ros_invocation_id, ask.after_sequence, language)
+        except BaseException:
+            self._streams.add(-1)
+            raise
         return self._stream(request, info, run, sub, route="subscribe")
 
     def on_run(self, request: Request, info: Dict[str, Any]) -> Any:
@@ -259,12 +279,18 @@ class AguiApp:
                                            self.settings.default_language)
         info["language"] = language
         check_session_header(request.headers, body)
-        run_request = inputs.parse_run_request(body, self.settings.allowed_cwds, self.input_policy)
+        run_request = inputs.parse_run_request(body, self.settings.allowed_cwds, self.input_policy,
+                                               self.settings.max_messages)
         info["thread"], info["run"] = run_request.thread_id, run_request.run_id
         last_event_id = _last_event_id(request)
-        # The run's thread starts once RUN_STARTED (already queued) has been handed to the server, so the
-        # first byte does not wait for a thread to be created.
-        run, sub = self.manager.start(run_request, language, last_event_id, start_thread=False)
+        self._reserve_stream()
+        try:
+            # The run's thread starts once RUN_STARTED (already queued) has been handed to the server, so the
+            # first byte does not wait for a thread to be created.
+            run, sub = self.manager.start(run_request, language, last_event_id, start_thread=False)
+        except BaseException:
+            self._streams.add(-1)
+            raise
         return self._stream(request, info, run, sub, route="run")
 
     def on_agentcore_run(self, request: Request, info: Dict[str, Any]) -> Any:
@@ -281,13 +307,32 @@ class AguiApp:
 
     def stream_response(self, request: Request, info: Dict[str, Any], run: Any, sub: Any,
                         headers: Iterable[Tuple[str, str]] = ()) -> SSEBody:
-        """The SSE body of an admitted (or re-attached) run, for the AgentCore route family."""
+        """The SSE body of an admitted (or re-attached) run, for the AgentCore route family.
+
+        The caller took the stream slot first (``reserve_stream``); closing the body gives it back.
+        """
         return self._stream(request, info, run, sub, route=info["route"], headers=headers)
+
+    def reserve_stream(self) -> None:
+        self._reserve_stream()
+
+    def release_stream(self) -> None:
+        """Give back a slot ``reserve_stream`` took for a stream that never started."""
+        self._streams.add(-1)
+
+    def _reserve_stream(self) -> None:
+        """Take a stream slot or answer 429.
+
+        A stream holds a server worker until its last byte is written, even after its run ended, so open
+        streams count against the same cap as active runs: past it a client gets 429, not a hang.
+        """
+        if not self._streams.add_below(1, self.settings.max_active_runs):
+            raise AguiError("RUNTIME_CAPACITY_EXCEEDED", headers={"Retry-After": "1"})
 
     def _stream(self, request: Request, info: Dict[str, Any], run: Any, sub: Any, route: str,
                 headers: Iterable[Tuple[str, str]] = ()) -> SSEBody:
+        """The SSE response for a stream whose slot ``_reserve_stream`` took; closing it gives the slot back."""
         started = time.monotonic()
-        self._streams.add(1)
 
         def on_close(finished: bool) -> None:
             self._streams.add(-1)

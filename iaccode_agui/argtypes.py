@@ -7,7 +7,7 @@ console script, ``python -m iaccode_agui`` for the module), not whichever one th
 import argparse
 import os
 import sys
-from typing import Callable, NoReturn, Optional, Sequence
+from typing import Callable, NoReturn, Optional
 
 EXIT_USAGE = 2
 

@@ -18,8 +18,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from iaccode_agui import __version__, i18n
 from iaccode_agui.argtypes import (OneLineParser, at_least, count, megabytes, port, positive_seconds, program_name,
                                    seconds)
-from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_FILE_LINK_TTL, MAX_FILE_LINKS, DEFAULT_HEARTBEAT, DEFAULT_HOST, DEFAULT_INTERRUPT_TTL,
-                                 DEFAULT_PORT, DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL,
+from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_FILE_LINK_TTL, DEFAULT_HEARTBEAT, DEFAULT_HOST,
+                                 DEFAULT_INTERRUPT_TTL, DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_MESSAGES, DEFAULT_PORT,
+                                 DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_ID_WINDOW, DEFAULT_RUN_ID_WINDOW_AGE,
+                                 DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL, DEFAULT_TAKEOVER_GRACE, MAX_FILE_LINKS,
                                  MAX_IMAGE_BYTES, MAX_IMAGES_BYTES, MAX_SSE_EVENT_BYTES, ConfigError, Settings,
                                  default_allowed_cwds, default_state_dir, is_loopback_host, normalize_a2a_url)
 
@@ -47,6 +49,14 @@ ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_RUN_LOG_MAX_MB  --run-log-max-mb
   IAC_CODE_AGUI_REPLAY_MEMORY_MB --replay-memory-mb
   IAC_CODE_AGUI_CONSOLE         0/false/off disables the web console (as --no-console)
+  IAC_CODE_AGUI_TAKEOVER_GRACE  --takeover-grace
+  IAC_CODE_AGUI_MAX_JSON_DEPTH  --max-json-depth
+  IAC_CODE_AGUI_MAX_MESSAGES    --max-messages
+  IAC_CODE_AGUI_CONNECTION_LIMIT  --connection-limit
+  IAC_CODE_AGUI_RUN_ID_WINDOW   --run-id-window
+  IAC_CODE_AGUI_RUN_ID_WINDOW_AGE  --run-id-window-age
+  IAC_CODE_AGUI_HEADER_TIMEOUT  --header-timeout
+  IAC_CODE_AGUI_STALL_TIMEOUT   --stall-timeout
   IAC_CODE_CONFIG_DIR           config directory (default ~/.iac-code; state goes to <dir>/agui)
   IAC_CODE_AGUI_DEFAULT_CWD     --default-cwd
   IAC_CODE_AGUI_PUBLISH_FILES   --publish-files (1/true/yes/on or 0/false/no/off)
@@ -121,11 +131,36 @@ def build_parser() -> argparse.ArgumentParser:
     add("--replay-memory-mb", type=megabytes,
         help="MB of replay frames kept in memory across all runs (default %.0f)" % DEFAULT_REPLAY_MEMORY_MB)
     add("--no-console", action="store_true", help="do not serve the built-in web console at /console")
+    add("--takeover-grace", type=seconds,
+        help="seconds a run adopted after its process died waits for a client before it is cancelled "
+             "(default %.0f; a larger --reconnect-grace wins)" % DEFAULT_TAKEOVER_GRACE)
+    add_bound_flags(add)
     add_agentcore_flags(add)
     add("--debug", action="store_true", help="debug logging")
     add("--log-stdout", action="store_true", help="log to stdout instead of stderr")
     add("--version", action="version", version="iaccode_agui %s" % __version__)
     return parser
+
+
+def add_bound_flags(add: Any) -> None:
+    """Flags that bound what a hostile or careless client can make the server hold."""
+    add("--max-json-depth", type=int, default=None,
+        help="deepest array/object nesting accepted in a request body (default %d)" % DEFAULT_MAX_JSON_DEPTH)
+    add("--max-messages", type=int, default=None,
+        help="most messages accepted in one RunAgentInput, else 413 (default %d)" % DEFAULT_MAX_MESSAGES)
+    add("--run-id-window", type=int, default=None,
+        help="run ids remembered per thread for replay detection (default %d)" % DEFAULT_RUN_ID_WINDOW)
+    add("--run-id-window-age", type=float, default=None,
+        help="seconds a run id is remembered (default %.0f); an older replay runs as a new turn"
+             % DEFAULT_RUN_ID_WINDOW_AGE)
+    add("--connection-limit", type=int, default=None,
+        help="open client connections before new ones wait (default max(threads + 256, 2048)); "
+             "the open-file limit is raised to fit")
+    add("--header-timeout", type=float, default=None,
+        help="seconds a connection may take to send a complete request head (default 10)")
+    add("--stall-timeout", type=float, default=None,
+        help="seconds a response may have output waiting without any being sent before its connection is "
+             "dropped and its worker freed (default 2 x heartbeat interval)")
 
 
 def _env_or_flag(value: Optional[float], env: Mapping[str, str], name: str, default: float) -> float:
@@ -166,7 +201,26 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str
         run_log_max_mb=_env_or_flag(args.run_log_max_mb, env, "IAC_CODE_AGUI_RUN_LOG_MAX_MB", DEFAULT_RUN_LOG_MAX_MB),
         replay_memory_mb=_env_or_flag(args.replay_memory_mb, env, "IAC_CODE_AGUI_REPLAY_MEMORY_MB",
                                       DEFAULT_REPLAY_MEMORY_MB),
-        console=console_enabled(args, env), **agentcore_settings(args, env))
+        console=console_enabled(args, env), **agentcore_settings(args, env),
+        takeover_grace=_env_or_flag(args.takeover_grace, env, "IAC_CODE_AGUI_TAKEOVER_GRACE", DEFAULT_TAKEOVER_GRACE),
+        max_json_depth=_limit(args.max_json_depth, env, "IAC_CODE_AGUI_MAX_JSON_DEPTH", DEFAULT_MAX_JSON_DEPTH),
+        max_messages=_limit(args.max_messages, env, "IAC_CODE_AGUI_MAX_MESSAGES", DEFAULT_MAX_MESSAGES),
+        run_id_window=_limit(args.run_id_window, env, "IAC_CODE_AGUI_RUN_ID_WINDOW", DEFAULT_RUN_ID_WINDOW),
+        run_id_window_age=_seconds(args.run_id_window_age, env, "IAC_CODE_AGUI_RUN_ID_WINDOW_AGE",
+                                   DEFAULT_RUN_ID_WINDOW_AGE))
+
+
+def _seconds(flag: Optional[float], env: Mapping[str, str], variable: str, default: float) -> float:
+    """A positive number of seconds: the flag, else its environment variable, else the default."""
+    if flag is None:
+        raw = env.get(variable)
+        try:
+            flag = float(raw) if raw else default
+        except ValueError:
+            raise ConfigError("%s must be a number of seconds, not %r" % (variable, raw))
+    if not flag > 0:
+        raise ConfigError("%s must be > 0" % variable)
+    return flag
 
 
 def _from_env(value: Any, env: Mapping[str, str], name: str, parse: Any, default: Any) -> Any:
@@ -284,6 +338,29 @@ def check_state_dir(state_dir: str) -> None:
         raise ConfigError("--state-dir %s" % exc)
 
 
+def _limit(flag: Optional[int], env: Mapping[str, str], variable: str, default: int) -> int:
+    """A positive integer limit: the flag, else its environment variable, else the default."""
+    if flag is None:
+        raw = env.get(variable)
+        try:
+            flag = int(raw) if raw else default
+        except ValueError:
+            raise ConfigError("%s must be a whole number, not %r" % (variable, raw))
+    if flag < 1:
+        raise ConfigError("%s must be >= 1" % variable)
+    return flag
+
+
+def resolve_server_limits(args: argparse.Namespace, env: Mapping[str, str]) -> None:
+    """Fill ``args.connection_limit`` and ``args.header_timeout`` from flags, variables or defaults."""
+    from iaccode_agui.serving import DEFAULT_CONNECTION_LIMIT, DEFAULT_HEADER_TIMEOUT
+    args.connection_limit = _limit(args.connection_limit, env, "IAC_CODE_AGUI_CONNECTION_LIMIT",
+                                   max(args.threads + 256, DEFAULT_CONNECTION_LIMIT))
+    args.header_timeout = _seconds(args.header_timeout, env, "IAC_CODE_AGUI_HEADER_TIMEOUT", DEFAULT_HEADER_TIMEOUT)
+    heartbeat = args.heartbeat_interval if args.heartbeat_interval > 0 else DEFAULT_HEARTBEAT
+    args.stall_timeout = _seconds(args.stall_timeout, env, "IAC_CODE_AGUI_STALL_TIMEOUT", 2 * heartbeat)
+
+
 def configure_logging(debug: bool, to_stdout: bool) -> None:
     handler = logging.StreamHandler(sys.stdout if to_stdout else sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -320,6 +397,7 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] 
     warnings.extend(exposure_warnings(host, auth_token(args, env)))
     try:
         settings = settings_from(args, env, upstream.url, upstream.token, state_dir)
+        resolve_server_limits(args, env)
         return serve(settings, host, port_number, args, upstream.description, warnings)
     except ConfigError as exc:
         print("error: %s" % exc, file=sys.stderr)
@@ -328,13 +406,17 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] 
         upstream.close()
 
 
-def start_server(app: Any, host: str, port_number: int, threads: int, settings: Settings) -> Any:
-    """Bind the listening socket; a busy port or an unusable host is a one-line ConfigError naming the flag."""
+def start_server(app: Any, host: str, port_number: int, threads: int, settings: Settings,
+                 **server_options: Any) -> Any:
+    """Bind the listening socket; a busy port or an unusable host is a one-line ConfigError naming the flag.
+
+    ``server_options`` are the connection bounds (``connection_limit``, ``header_timeout``, ``stall_timeout``).
+    """
     from iaccode_agui.serving import ServerThread, waitress_limits
     try:
-        return ServerThread(app, host, port_number, threads=threads, connection_limit=threads + 256,
-                            cleanup_interval=5, channel_timeout=max(120, int(settings.heartbeat_interval * 4)),
-                            **waitress_limits(settings.max_request_bytes, settings.agentcore_max_request_bytes))
+        return ServerThread(app, host, port_number, threads=threads,
+                            channel_timeout=max(120, int(settings.heartbeat_interval * 4)),
+                            **dict(waitress_limits(settings.largest_request_bytes), **server_options))
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise ConfigError("--port %d: address already in use on %s" % (port_number, host))
@@ -351,7 +433,10 @@ def serve(settings: Settings, host: str, port: int, args: argparse.Namespace, up
 
     app = AguiApp(settings)
     try:
-        server = start_server(app, host, port, args.threads, settings)
+        server = start_server(app, host, port, args.threads, settings,
+                              connection_limit=getattr(args, "connection_limit", None),
+                              header_timeout=getattr(args, "header_timeout", None) or 10.0,
+                              stall_timeout=getattr(args, "stall_timeout", None))
     except ConfigError:
         app.close(0)
         raise

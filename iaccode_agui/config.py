@@ -27,6 +27,11 @@ MAX_IMAGES_BYTES = 10 * 1024 * 1024
 MAX_SSE_EVENT_BYTES = 1024 * 1024
 DEFAULT_FILE_LINK_TTL = 3600.0
 MAX_FILE_LINKS = 10000
+DEFAULT_TAKEOVER_GRACE = 60.0
+DEFAULT_MAX_JSON_DEPTH = 64
+DEFAULT_MAX_MESSAGES = 10000
+DEFAULT_RUN_ID_WINDOW = 64
+DEFAULT_RUN_ID_WINDOW_AGE = 86400.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +47,10 @@ class Settings:
     connect_timeout: float = 5.0
     max_request_bytes: int = MAX_REQUEST_BYTES
     max_cancel_bytes: int = MAX_CANCEL_BYTES
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
+    max_messages: int = DEFAULT_MAX_MESSAGES
+    run_id_window: int = DEFAULT_RUN_ID_WINDOW
+    run_id_window_age: float = DEFAULT_RUN_ID_WINDOW_AGE
     max_active_runs: int = 0
     reconnect_grace: float = 0.0
     replay_buffer_events: int = 10000
@@ -63,6 +72,12 @@ class Settings:
     publish_files: bool = False                # /ag-ui/agent: tool results that wrote files carry download links
     file_link_ttl: float = DEFAULT_FILE_LINK_TTL
     max_file_links: int = MAX_FILE_LINKS       # live links held in memory; the oldest is dropped beyond it
+    takeover_grace: float = DEFAULT_TAKEOVER_GRACE    # an adopted run without a client is cancelled after it
+
+    @property
+    def largest_request_bytes(self) -> int:
+        """The largest body any route accepts: waitress cannot tell routes apart, so its limit follows this."""
+        return max(self.max_request_bytes, self.agentcore_max_request_bytes)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "a2a_url", normalize_a2a_url(self.a2a_url))
@@ -77,8 +92,12 @@ class Settings:
             raise ValueError("interrupt TTL must be >= 0 (0 disables expiry)")
         if self.heartbeat_interval <= 0:
             raise ValueError("heartbeat interval must be > 0")
-        if self.run_log_ttl < 0 or self.run_log_max_mb < 0 or self.replay_memory_mb < 0:
-            raise ValueError("run log TTL, run log size and replay memory must be >= 0")
+        if min(self.run_log_ttl, self.run_log_max_mb, self.replay_memory_mb, self.takeover_grace) < 0:
+            raise ValueError("run log TTL, run log size, replay memory and take-over grace must be >= 0")
+        if self.max_json_depth < 1 or self.max_messages < 1:
+            raise ValueError("the JSON depth and message count limits must be >= 1")
+        if self.run_id_window < 1 or not self.run_id_window_age > 0:
+            raise ValueError("the run id window must keep >= 1 run for > 0 seconds")
         if self.upstream_kind not in ("auto", "iac-code", "generic"):
             raise ValueError("upstream kind must be auto, iac-code or generic")
         if self.default_cwd:

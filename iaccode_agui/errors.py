@@ -4,13 +4,20 @@ Codes, statuses and messages are a contract with clients (the same as `iac-code 
 this one table.  English strings double as message ids for the translation catalogs in ``catalogs/``;
 ``i18n.translate`` looks them up per request.  Anything not declared in ``MESSAGES`` is never translated.
 """
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 # --- messages (English source strings; the catalogs are keyed by them) -------------------------------
 MSG_UNAUTHORIZED = "A valid bearer token is required."
 MSG_UNSUPPORTED_MEDIA_TYPE = "Content-Type must be application/json."
 MSG_REQUEST_TOO_LARGE = "The request body is too large."
 MSG_INVALID_JSON = "The request body is not valid JSON."
+MSG_JSON_TOO_DEEP = "The request body nests arrays and objects deeper than {limit} levels."
+MSG_JSON_DUPLICATE_KEY = "The request body repeats a key inside one JSON object."
+MSG_JSON_NOT_FINITE = "The request body contains a number that is not finite."
+MSG_AMBIGUOUS_FRAMING = ("The request has both Content-Length and Transfer-Encoding, "
+                         "or Transfer-Encoding on HTTP/1.0.")
+MSG_CONTENT_ENCODING = "Content-Encoding {coding} is not supported; send the body uncompressed."
+MSG_TOO_MANY_MESSAGES = "The request has more than {limit} messages."
 MSG_NOT_FOUND = "The requested resource was not found."
 MSG_METHOD_NOT_ALLOWED = "The HTTP method is not allowed for this resource."
 MSG_INTERNAL_ERROR = "The server failed to process the request."
@@ -89,11 +96,11 @@ MSG_TOOL_CALL_ID_REQUIRED = "A tool message requires a toolCallId."
 MSG_AUDIO_UNSUPPORTED = "Audio input is not supported; send text or inline images."
 MSG_VIDEO_UNSUPPORTED = "Video input is not supported; send text or inline images."
 MSG_DOCUMENT_UNSUPPORTED = "Document input is not supported; send text or inline images."
-MSG_BODY_OVER_LIMIT = "The request body exceeds the limit of %(limit)s."
-MSG_IMAGE_OVER_LIMIT = "An image exceeds the limit of %(limit)s."
-MSG_IMAGES_OVER_LIMIT = "The images exceed the total limit of %(limit)s."
+MSG_BODY_OVER_LIMIT = "The request body exceeds the limit of {limit}."
+MSG_IMAGE_OVER_LIMIT = "An image exceeds the limit of {limit}."
+MSG_IMAGES_OVER_LIMIT = "The images exceed the total limit of {limit}."
 MSG_FILE_LINK_INVALID = "The file link is unknown or has expired."
-MSG_EVENT_TRUNCATED = "[truncated by the adapter: the original content had %(size)s bytes]"
+MSG_EVENT_TRUNCATED = "[truncated by the adapter: the original content had {size} bytes]"
 
 MSG_PERMISSION_REQUIRED = "Permission required"
 MSG_INPUT_REQUIRED = "Input required"
@@ -204,23 +211,29 @@ class AguiError(Exception):
 
     ``message`` is an English source string from this module (so it can be translated) or, for text
     that comes from the A2A runtime, free text that is passed through untouched.
+    ``params`` fill the ``{name}`` placeholders of a message after it is translated, so a catalog entry
+    keeps one placeholder per value instead of one entry per value.
     """
 
     def __init__(self, code: str, message: Optional[str] = None, *, headers: Optional[Dict[str, str]] = None,
-                 params: Optional[Dict[str, str]] = None):
+                 params: Optional[Dict[str, Any]] = None):
         if code not in ERRORS:
             raise ValueError("undeclared error code %r" % code)
         self.code = code
         self.message = message if message is not None else ERRORS[code][1]
         self.headers = dict(headers or {})
+        self.params = dict(params or {})
         if code in RETRY_AFTER:
             self.headers.setdefault("Retry-After", RETRY_AFTER[code])
-        self.params = dict(params or {})   # filled into the translated message's %(name)s placeholders
         super().__init__("%s: %s" % (code, self.message))
 
     @property
     def status(self) -> int:
         return ERRORS[self.code][0]
+
+    def render(self, translated: str) -> str:
+        """The translated message with its placeholders filled."""
+        return translated.format(**self.params) if self.params else translated
 
 
 def agentcore_error(exc: AguiError) -> AguiError:

@@ -138,17 +138,8 @@ def catalog(language: str) -> Dict[str, str]:
     return dict(_load_catalogs().get(normalized, {}))
 
 
-def translate(message: str, language: str, params: Optional[Mapping[str, object]] = None) -> str:
-    """``message`` in ``language`` when it is one of the adapter's declared messages, else unchanged.
-
-    ``params`` fill the ``%(name)s`` placeholders after the lookup, so the catalogs stay keyed by the
-    stable template and a figure such as a configured limit still reaches the client.
-    """
-    text = _translate(message, language)
-    return text % dict(params) if params else text
-
-
-def _translate(message: str, language: str) -> str:
+def translate(message: str, language: str) -> str:
+    """``message`` in ``language`` when it is one of the adapter's declared messages, else unchanged."""
     if message not in _known_messages:
         return message
     normalized = normalize_tag(language)

@@ -20,6 +20,7 @@ from jsonschema.exceptions import best_match
 
 from iaccode_agui import errors
 from iaccode_agui.canonical import canonical_json
+from iaccode_agui.config import DEFAULT_MAX_MESSAGES
 from iaccode_agui.errors import AguiError
 from iaccode_agui.i18n import negotiate, normalize_tag
 from iaccode_agui.jsoncheck import compile_schema
@@ -27,6 +28,7 @@ from iaccode_agui.jsoncheck import compile_schema
 MAX_IMAGE_BYTES = 8 * 1024 * 1024
 MAX_TOTAL_IMAGE_BYTES = 10 * 1024 * 1024
 MAX_FILENAME_BYTES = 255
+_CWD_PATH = ("forwardedProps", "iacCode", "cwd")
 
 _SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas")
 
@@ -54,11 +56,14 @@ def _load_validator(name: str, subschema: Optional[str] = None) -> _Validator:
         document = json.load(handle)
     jsonschema.Draft202012Validator.check_schema(document)
     schema = document["$defs"][subschema] if subschema is not None else document
-    return _Validator(compile_schema(schema, document), jsonschema.Draft202012Validator(schema))
+    # jsonschema gets the sub-schema as its own document, sharing the definitions its references point to.
+    full = document if subschema is None else {"$ref": "#/$defs/" + subschema, "$defs": document["$defs"]}
+    return _Validator(compile_schema(schema, document), jsonschema.Draft202012Validator(full))
 
 
 _ENVELOPE = _load_validator("run_agent_input.json")
 _RESUME = _load_validator("run_agent_input.json", "resume")
+_MESSAGE = _load_validator("run_agent_input.json", "message")
 _PROPS = _load_validator("iaccode_props.json")
 _CANCEL = _load_validator("cancel_request.json")
 _SUBSCRIBE = _load_validator("subscribe_request.json")
@@ -211,38 +216,48 @@ def parse_subscribe_request(body: Any) -> SubscribeRequest:
 
 
 def resolve_cwd(cwd: str, allowed_roots: Sequence[str]) -> str:
-    """The real workspace path, created if missing, refused unless inside an allowed root.
+    """The real workspace path, created if missing, refused unless inside an allowed root."""
+    return create_cwd(locate_cwd(cwd, allowed_roots), allowed_roots)
+
+
+def locate_cwd(cwd: str, allowed_roots: Sequence[str]) -> str:
+    """The real workspace path, checked but not created: a request refused later leaves no directory behind.
 
     Containment is decided on the fully resolved path so a symlink inside a root cannot lead outside it,
     and the resolved path (not the client's spelling) is what gets bound and sent upstream.
     """
-    path = ("forwardedProps", "iacCode", "cwd")
     # ``~`` is expanded, environment variables deliberately are not: a client must not be able to make the
     # server write the value of one of its own variables into a path the agent can read.
     expanded = os.path.expanduser(cwd)
     if not os.path.isabs(expanded):
-        raise _invalid(errors.MSG_CWD_NOT_ABSOLUTE, path)
+        raise _invalid(errors.MSG_CWD_NOT_ABSOLUTE, _CWD_PATH)
     try:
         real = os.path.realpath(expanded)
-    except (OSError, ValueError):
-        raise _invalid(errors.MSG_CWD_UNUSABLE, path) from None
-    if not _inside_roots(real, allowed_roots):
-        raise _invalid(errors.MSG_CWD_NOT_ALLOWED, path)
+        if not _inside_roots(real, allowed_roots):
+            raise _invalid(errors.MSG_CWD_NOT_ALLOWED, _CWD_PATH)
+        if os.path.lexists(real) and not os.path.isdir(real):
+            raise _invalid(errors.MSG_CWD_NOT_DIRECTORY, _CWD_PATH)
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, AguiError):
+            raise
+        raise _invalid(errors.MSG_CWD_UNUSABLE, _CWD_PATH) from None
+    return real
+
+
+def create_cwd(real: str, allowed_roots: Sequence[str]) -> str:
+    """Create a located workspace if missing; the last step of validation, after everything else passed."""
     try:
-        exists = os.path.lexists(real)
-        if exists and not os.path.isdir(real):
-            raise _invalid(errors.MSG_CWD_NOT_DIRECTORY, path)
-        if not exists:
+        if not os.path.lexists(real):
             os.makedirs(real, exist_ok=True)
         # A symlink swapped in during creation must not move the workspace out of bounds.
         if not _inside_roots(os.path.realpath(real), allowed_roots):
-            raise _invalid(errors.MSG_CWD_NOT_ALLOWED, path)
+            raise _invalid(errors.MSG_CWD_NOT_ALLOWED, _CWD_PATH)
         if not os.path.isdir(real):
-            raise _invalid(errors.MSG_CWD_NOT_DIRECTORY, path)
+            raise _invalid(errors.MSG_CWD_NOT_DIRECTORY, _CWD_PATH)
         if not os.access(real, os.R_OK | os.X_OK):
-            raise _invalid(errors.MSG_CWD_UNUSABLE, path)
+            raise _invalid(errors.MSG_CWD_UNUSABLE, _CWD_PATH)
     except (OSError, ValueError):
-        raise _invalid(errors.MSG_CWD_UNUSABLE, path) from None
+        raise _invalid(errors.MSG_CWD_UNUSABLE, _CWD_PATH) from None
     return real
 
 
@@ -271,30 +286,40 @@ def is_identifier(value: Any) -> bool:
     return isinstance(value, str) and _IDENTIFIER.accepts(value)
 
 
-def parse_run_request(body: Any, allowed_cwds: Sequence[str], policy: InputPolicy = STRICT) -> RunRequest:
-    """Validate a RunAgentInput fully; the checks run in a fixed order so the first problem is reported."""
+def parse_run_request(body: Any, allowed_cwds: Sequence[str], policy: InputPolicy = STRICT,
+                      max_messages: int = DEFAULT_MAX_MESSAGES) -> RunRequest:
+    """Validate a RunAgentInput fully; the checks run in a fixed order so the first problem is reported.
+
+    The message count is checked first and history is checked shallowly (only the turn input is sent
+    upstream), so the cost of refusing or accepting a body grows with its size, not with schema work per
+    message.  The workspace directory is created only once everything else has passed.
+    """
     if not isinstance(body, dict):
         raise _invalid(errors.MSG_INVALID_BODY)
+    messages = body.get("messages")
+    if isinstance(messages, list) and len(messages) > max_messages:
+        raise AguiError("REQUEST_TOO_LARGE", errors.MSG_TOO_MANY_MESSAGES, params={"limit": max_messages})
     _check(_ENVELOPE, body, errors.MSG_INVALID_ENVELOPE)
+    _check_history(body["messages"])
     props = _iac_code_props(body, policy)
     if body["tools"]:
         raise _invalid(errors.MSG_TOOLS_UNSUPPORTED, ("tools",))
-    cwd = resolve_cwd(props["cwd"], allowed_cwds)
-    _check_history(body["messages"])
+    cwd = locate_cwd(props["cwd"], allowed_cwds)
     resume = body.get("resume")
     if resume is not None:
         _check(_RESUME, resume, errors.MSG_RESUME_INVALID, ("resume",))
     resume = resume or None
     user_message = None if resume is not None else _latest_user_message(body["messages"], policy)
+    digest = canonical_digest(body)
     return RunRequest(
         thread_id=body["threadId"],
         run_id=body["runId"],
         parent_run_id=body.get("parentRunId"),
         props=props,
-        cwd=cwd,
+        cwd=create_cwd(cwd, allowed_cwds),
         user_message=user_message,
         resume=resume,
-        digest=canonical_digest(body),
+        digest=digest,
     )
 
 
@@ -322,9 +347,15 @@ def _iac_code_props(body: Dict[str, Any], policy: InputPolicy) -> Dict[str, Any]
     return forwarded["iacCode"]
 
 
-def _check_history(messages: List[Dict[str, Any]]) -> None:
+def _check_history(messages: List[Any]) -> None:
+    """Every message needs a string ``id`` and a known ``role``; content is checked only where it is used."""
     for index, message in enumerate(messages):
-        role = message.get("role")
+        if not isinstance(message, dict):
+            raise _invalid(errors.MSG_INVALID_ENVELOPE, ("messages", index))
+        for key in ("id", "role"):
+            if not isinstance(message.get(key), str):
+                raise _invalid(errors.MSG_INVALID_ENVELOPE, ("messages", index, key))
+        role = message["role"]
         if role not in MESSAGE_ROLES:
             raise _invalid(errors.MSG_ROLE_UNSUPPORTED, ("messages", index, "role"))
         if role == "tool" and not isinstance(message.get("toolCallId"), str):
@@ -338,6 +369,7 @@ def _latest_user_message(messages: List[Dict[str, Any]], policy: InputPolicy = S
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if message.get("role") == "user":
+            _check(_MESSAGE, message, errors.MSG_INVALID_ENVELOPE, ("messages", index))
             parts = _convert_content(message.get("content"), ("messages", index, "content"), policy)
             return UserMessage(message_id=message["id"], parts=parts)
     raise _invalid(errors.MSG_USER_MESSAGE_REQUIRED, ("messages",))

@@ -14,6 +14,9 @@ _HELP = {
     "agui_reattach_total": ("counter", "Clients re-attached to a run with Last-Event-ID."),
     "agui_cancellations_total": ("counter", "Executions cancelled through the cancel extension."),
     "agui_http_requests_total": ("counter", "HTTP requests answered, by route and status."),
+    "agui_observers_total": ("counter", "Read-only observers attached through the subscribe extension."),
+    "agui_takeovers_total": ("counter", "Runs adopted after their owning process died."),
+    "agui_run_log_failures_total": ("counter", "Runs that could not get a durable event log."),
     "agui_active_runs": ("gauge", "Runs currently in flight in this process."),
     "agui_open_streams": ("gauge", "SSE responses currently open."),
 }
@@ -35,6 +38,14 @@ class Level:
     def add(self, amount: int) -> None:
         with self._lock:
             self._value += amount
+
+    def add_below(self, amount: int, limit: int) -> bool:
+        """Add unless the count is already at ``limit`` (0 = no limit); True when it was added."""
+        with self._lock:
+            if limit and self._value >= limit:
+                return False
+            self._value += amount
+            return True
 
     @property
     def value(self) -> int:

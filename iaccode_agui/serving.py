@@ -4,36 +4,95 @@ waitress's own ``run()`` loop dies with EBADF when its sockets are closed from a
 loop here runs in slices and tears the server down from its own thread.  The slice is long (select wakes
 up on any socket activity anyway), so an idle server costs one wake-up per slice, not a busy poll.
 """
+import contextlib
+import functools
+import logging
+import resource
 import threading
+import time
 from typing import Any, Dict, Optional
 
 from waitress import wasyncore
-from waitress.server import create_server
+from waitress.server import BaseWSGIServer, create_server
+
+from iaccode_agui import i18n
+from iaccode_agui.strict_http import accept_many, close_slow_heads, close_stalled, strict_channel
+
+log = logging.getLogger("iaccode_agui.serving")
+
+DEFAULT_CONNECTION_LIMIT = 2048
+DEFAULT_HEADER_TIMEOUT = 10.0
 
 
-def waitress_limits(max_request_bytes: int, largest_route_bytes: int = 0) -> Dict[str, int]:
+def waitress_limits(max_request_bytes: int) -> Dict[str, int]:
     """waitress settings that make the app's own limits hold on the wire.
 
-    waitress would otherwise buffer a request body up to 1 GiB before the app can refuse it, and up to
-    16 MiB of output per slow client before the app's bounded queue applies backpressure.  Up to four times
-    the body limit the app answers its JSON 413 (waitress spools such bodies to a temporary file, not to
-    memory); beyond that waitress refuses the request itself, with its own plain-text 413.  waitress cannot
-    tell routes apart, so a route with a larger limit of its own (``largest_route_bytes``, the AgentCore
-    route's) raises the wire limit to exactly that, not four times it.
+    ``max_request_bytes`` is the largest body any route accepts.  waitress would otherwise buffer a request
+    body up to 1 GiB before the app can refuse it, and up to 16 MiB of output per slow client before the
+    app's bounded queue applies backpressure.  Its own limit sits just above the largest route limit: a
+    declared ``Content-Length`` over it is refused from the head alone (the same JSON 413 as the app's), and
+    the slack covers the chunk-size lines of a chunked body, which waitress counts as body bytes.
     """
-    wire = max(4 * max_request_bytes, largest_route_bytes) + 64 * 1024
-    return {"max_request_body_size": wire, "outbuf_high_watermark": 1024 * 1024}
+    slack = max(64 * 1024, max_request_bytes // 16)
+    return {"max_request_body_size": max_request_bytes + slack, "outbuf_high_watermark": 1024 * 1024}
+
+
+def ensure_fd_limit(wanted: int) -> int:
+    """Raise the soft open-file limit towards ``wanted`` (never above the hard limit); return the result.
+
+    Every connection is a descriptor; at the usual soft limit of 1,024 a flood of idle sockets would make
+    ``accept`` fail long before the connection limit is reached.
+    """
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return wanted
 
 
 class ServerThread:
+    """waitress on a background thread, hardened against slow, idle and ambiguous clients.
+
+    ``connection_limit`` (default 2,048, at least threads + 256) bounds open sockets; the descriptor limit
+    is raised to fit it.  A connection must finish its request head within ``header_timeout`` seconds of
+    starting it (a new connection: of connecting), so slowloris clients and sockets that never send
+    anything are closed long before waitress's general inactivity timeout; between requests of a
+    keep-alive connection that general ``channel_timeout`` applies.  A response whose output has not moved
+    for ``stall_timeout`` seconds (default two heartbeat intervals) is closed, which frees its worker.
+    """
+
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, *, threads: int = 32,
-                 connection_limit: Optional[int] = None, slice_seconds: float = 0.5, **adjustments: Any) -> None:
+                 connection_limit: Optional[int] = None, slice_seconds: float = 0.5,
+                 header_timeout: float = DEFAULT_HEADER_TIMEOUT, stall_timeout: Optional[float] = None,
+                 **adjustments: Any) -> None:
         adjustments.setdefault("channel_request_lookahead", 1)
         # poll(), not select(): select() cannot watch descriptors above 1024, i.e. ~500 open streams.
         adjustments.setdefault("asyncore_use_poll", True)
         adjustments.setdefault("ident", "iaccode-agui")
-        self.server = create_server(app, host=host, port=port, threads=threads,
-                                    connection_limit=connection_limit or threads + 64, **adjustments)
+        adjustments.setdefault("cleanup_interval", max(1, min(5, int(header_timeout / 2))))
+        limit = connection_limit or max(threads + 256, DEFAULT_CONNECTION_LIMIT)
+        # Room for the listening socket, the upstream pool of every worker, state files and logs.
+        available = ensure_fd_limit(limit + 2 * threads + 256)
+        if available < limit + 2 * threads + 64:
+            limit = max(threads + 16, available - 2 * threads - 64)
+            log.warning("open-file limit %d: connection limit lowered to %d", available, limit)
+        self.connection_limit = limit
+        self.server = create_server(app, host=host, port=port, threads=threads, connection_limit=limit,
+                                    **adjustments)
+        settings = getattr(app, "settings", None)
+        # About two heartbeats: a reading client receives at least one write in that time.
+        self.stall_timeout = stall_timeout or 2 * float(getattr(settings, "heartbeat_interval", 15.0))
+        channel = strict_channel(getattr(settings, "auth_token", None),
+                                 getattr(settings, "default_language", i18n.SOURCE_LANGUAGE))
+        for dispatcher in list(self.server._map.values()) + [self.server]:  # type: ignore[attr-defined]
+            if isinstance(dispatcher, BaseWSGIServer):
+                dispatcher.channel_class = channel  # type: ignore[misc]
+                dispatcher.maintenance = functools.partial(  # type: ignore[method-assign]
+                    close_slow_heads, dispatcher, dispatcher.maintenance, header_timeout)
+                dispatcher.handle_accept = functools.partial(  # type: ignore[method-assign]
+                    accept_many, dispatcher, dispatcher.handle_accept)
         self.host = str(self.server.effective_host)  # type: ignore[attr-defined]
         self.port = int(self.server.effective_port)  # type: ignore[attr-defined]
         shown = "[%s]" % self.host if ":" in self.host else self.host
@@ -45,9 +104,16 @@ class ServerThread:
 
     def _run(self) -> None:
         server_map = self.server._map  # type: ignore[attr-defined]
+        next_sweep = 0.0
         try:
             while not self._stopping.is_set():
                 wasyncore.loop(timeout=self._slice, map=server_map, count=1, use_poll=True)
+                now = time.monotonic()
+                if now >= next_sweep:      # between passes of the loop, never inside one
+                    next_sweep = now + min(1.0, self.stall_timeout / 4)
+                    for dispatcher in list(server_map.values()):
+                        if isinstance(dispatcher, BaseWSGIServer):
+                            close_stalled(dispatcher, self.stall_timeout, now)
         finally:
             self.server.close()
             try:

@@ -27,8 +27,7 @@ class Adapter:
         self.settings = Settings(**defaults)
         self.app = AguiApp(self.settings)
         self.server = ServerThread(self.app, threads=32, slice_seconds=0.05,
-                                   **waitress_limits(self.settings.max_request_bytes,
-                                                    self.settings.agentcore_max_request_bytes))
+                                   **waitress_limits(self.settings.largest_request_bytes))
         self.url = self.server.url
         self.workspace = workspace
         self.session = requests.Session()

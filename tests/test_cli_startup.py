@@ -103,7 +103,7 @@ def test_exposure_warning_rules():
 def test_non_loopback_bind_without_token_warns_at_start_up(tmp_path, monkeypatch, capsys):
     bound = []
 
-    def loopback_instead(app, host, port, threads, settings):
+    def loopback_instead(app, host, port, threads, settings, **server_options):
         bound.append(host)       # tests listen on loopback only, whatever the flag asked for
         return ServerThread(app, "127.0.0.1", 0, threads=8, slice_seconds=0.05)
 

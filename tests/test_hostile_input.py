@@ -279,6 +279,7 @@ def test_deeply_nested_json_is_invalid_json(big_env, name, raw):
 
 @pytest.mark.parametrize("depth", [50, 500, 900])
 def test_nesting_below_the_parser_limit_is_handled(big_env, depth):
+    """Up to the depth limit (64) the body is used; deeper is refused before SSE, even below the parser's limit."""
     for where in ("state", "executionFence"):
         body = big_env.body("hello", thread="nest", run="run-nest-%s-%d" % (where, depth))
         nested: Any = {}
@@ -289,9 +290,11 @@ def test_nesting_below_the_parser_limit_is_handled(big_env, depth):
         else:
             body["forwardedProps"]["iacCode"]["executionFence"] = nested
         status, headers, content = call_in_thread(big_env, body)
-        assert_contract(status, headers, content)
-        if depth <= 500:
+        code = assert_contract(status, headers, content)
+        if depth <= 60:
             assert status == 200, content[:200]
+        else:
+            assert (status, code) == (400, "INVALID_JSON"), content[:200]
 
 
 INVALID_UTF8 = [

@@ -181,3 +181,31 @@ def test_replay_memory_budget_is_shared_and_settled(store):
     assert budget.used == plain.memory_bytes
     budget.settle([plain], [])
     assert budget.used == plain.memory_bytes <= 4000
+
+
+def _ids(data):
+    return [int(line[4:]) for line in data.split(b"\n") if line.startswith(b"id: ")]
+
+
+def test_a_log_at_its_size_cap_still_replays_what_memory_already_let_go(tmp_path):
+    # The replay budget trims a logged run's memory because the log holds those frames; when the log then
+    # reaches its size cap, those frames exist only on disk: a re-attach of the live run must still get
+    # them (it used to be refused as RUN_ALREADY_TERMINAL, and a full replay started in the middle).
+    store = RunLogStore(str(tmp_path / "state"), ttl=600, max_bytes=4000)
+    channel = RunChannel(1000, 100, run_log=store.create("t", "r", {}), budget=ReplayBudget(600))
+    first = channel.attach()
+    for seq in range(60):
+        channel.publish(dict(_event(seq), delta="x" * 40))
+    assert channel._frames[0][0] > 3          # memory no longer holds the start
+    channel.detach(first)
+    sub = channel.attach(after_seq=2)
+    assert _ids(b"".join(sub.replay)) == list(range(3, 60))
+    channel.publish(_event(60))
+    assert b"id: 60\n" in _frames(sub.queue.take(1))
+    sub.detach()
+    channel.close("success")
+    assert channel.memory_bytes > 0           # the frames past the cap live in memory alone
+    assert _ids(b"".join(channel.attach(after_seq=None).replay)) == list(range(61))
+    assert channel.log_path is not None and not channel.log_complete
+    records = store.open_reader("t", "r").read_new()
+    assert records[-1].kind == logformat.KIND_CLOSE   # ended, not orphaned: no process takes it over

@@ -123,7 +123,8 @@ def test_document_shape_is_camel_case_and_sorted():
     assert doc["schemaVersion"] == 1
     assert set(doc) == {
         "schemaVersion", "threadId", "contextId", "cwd", "userId", "iacCodeSessionId", "execution",
-        "runDigests", "appliedResumeDigests", "terminalExecutionIds", "activeRun",
+        "runDigests", "appliedResumeDigests", "terminalExecutionIds", "activeRun", "runDigestTimes",
+        "terminalExecutionTimes",
     }
     ex = doc["execution"]
     assert ex["pipelineOpenSteps"] == ["step-a", "step-b"]

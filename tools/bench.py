@@ -61,7 +61,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help="comma-separated subset of: %s (default all)" % ", ".join(SECTIONS))
     parser.add_argument("--adapter-arg", action="append", default=[],
                         help="extra flag for the adapter CLI (repeatable), e.g. to try a tuning")
+    parser.add_argument("--no-run-log", action="store_true",
+                        help="run the adapter without its durable run log (the log's cost is the difference)")
     args = parser.parse_args(argv)
+    if args.no_run_log:
+        args.adapter_arg = list(args.adapter_arg) + ["--run-log-max-mb", "0"]
     args.deltas = args.deltas or (5000 if args.quick else 20000)
     spec = args.concurrency or ("20,50" if args.quick else "100,500,1000")
     args.levels = [int(item) for item in spec.split(",") if item.strip()]

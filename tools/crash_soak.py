@@ -114,6 +114,8 @@ class Soak:
     def attempt(self, session: requests.Session, body: Dict[str, Any]) -> Result:
         url, generation = self.gate.current()
         result = post_run(session, url, body, lambda e: remember_session(e, self.sessions[body["threadId"]]))
+        if result.dropped and result.events and self.gate.killed_since(generation):
+            self.reattach(session, body, result)
         if result.status == 200:
             self.bump("runs admitted")
             with self.lock:
@@ -127,6 +129,27 @@ class Soak:
         elif result.dropped:
             self.anomalies.append("%s dropped without a kill (%s)" % (body["threadId"], result.detail))
         return result
+
+    def reattach(self, session: requests.Session, body: Dict[str, Any], result: Result) -> None:
+        """Like the terminal client: after a cut stream, re-POST with the last id seen and read the rest.
+
+        The restarted adapter adopts the run from its log, so the rest arrives (an interrupt reached
+        meanwhile included); ``result`` then holds the whole run.
+        """
+        for _ in range(ATTEMPTS):
+            url, generation = self.gate.current()
+            rest = post_run(session, url, body, lambda e: remember_session(e, self.sessions[body["threadId"]]),
+                            headers={"Last-Event-ID": str(len(result.events) - 1)})
+            if rest.status == 200:
+                result.events.extend(rest.events)
+                if not rest.dropped:
+                    result.dropped = False
+                    self.bump("cut streams completed by a re-attach")
+                    return
+                continue
+            if rest.code == "RUN_ALREADY_TERMINAL":
+                return      # the run left no log to replay (it ended before the kill)
+            time.sleep(0.1)
 
     def new_turn(self, session: requests.Session, thread: str, text: str) -> Result:
         for _ in range(ATTEMPTS):
@@ -257,8 +280,10 @@ class Soak:
         cancelled = ("CancelTask", ids.get("taskId")) in list(self.demo.runtime.requests_log)
         state = ThreadStore(self.state_dir).load(thread)
         terminal = state is not None and ids.get("executionId") in state.terminal_execution_ids
-        if after.finished and cancelled and terminal:
-            self.bump("aimed orphans cancelled, terminal, next message ok")
+        # The restarted adapter adopts the orphan: it is cancelled by the next message, or it already ended.
+        if after.finished and terminal:
+            self.bump("aimed orphans cancelled, terminal, next message ok" if cancelled else
+                      "aimed orphans adopted and ended, terminal, next message ok")
         else:
             self.bump("aimed orphan failures")
             self.anomalies.append("aimed orphan %s: next=%s cancel=%s terminal=%s" % (
@@ -333,6 +358,9 @@ class Soak:
             terminal = state is not None and orphan["execution"] in state.terminal_execution_ids
             if not terminal:
                 self.anomalies.append("orphan execution %(execution)s of %(thread)s not terminal" % orphan)
+            if terminal and orphan["task"] and ("CancelTask", orphan["task"]) not in log:
+                self.bump("orphans adopted and followed to their end")   # a take-over, not a cancel
+                continue
             if orphan["task"] and ("CancelTask", orphan["task"]) not in log:
                 line = "orphan task %(task)s of %(thread)s (kill %(kill)d) never cancelled" % orphan
                 recovery_killed = any(o["thread"] == orphan["thread"] and o["kill"] > orphan["kill"]

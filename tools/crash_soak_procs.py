@@ -127,11 +127,13 @@ class Result:
                      and e.get("name") == "iac-code.session.v1"), None)
 
 
-def post_run(session: requests.Session, url: str, body: Dict[str, Any], on_event: Any = None) -> Result:
+def post_run(session: requests.Session, url: str, body: Dict[str, Any], on_event: Any = None,
+             headers: Optional[Dict[str, str]] = None) -> Result:
     """POST a RunAgentInput and read its SSE stream to the end; a cut connection is ``dropped``."""
+    sent = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    sent.update(headers or {})
     try:
-        response = session.post(url, data=json.dumps(body), stream=True, timeout=(3, 30),
-                                headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
+        response = session.post(url, data=json.dumps(body), stream=True, timeout=(3, 30), headers=sent)
     except requests.RequestException as exc:
         return Result(dropped=True, detail=type(exc).__name__)
     with response:

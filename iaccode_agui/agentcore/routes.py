@@ -35,13 +35,13 @@ class AgentCoreRoutes:
         self.links = FileLinks(settings.file_link_ttl, settings.max_file_links) if settings.publish_files else None
 
     def profile(self, request: Request, workspace: str) -> RunProfile:
-        """How the core treats this run: kept on disconnect, events shaped (with file links when enabled)."""
+        """How the core shapes this run's events (with file links when enabled)."""
         links, limit, base = self.links, self.settings.max_sse_event_bytes, request.url_root
 
         def shaper(language: str) -> AgentCoreShaper:
             files = RunFilePublisher(links, workspace, base) if links is not None else None
             return AgentCoreShaper(language, limit, files)
-        return RunProfile(name="agentcore", keep_running_on_disconnect=True, shaper=shaper)
+        return RunProfile(name="agentcore", shaper=shaper)
 
     # ---- POST /ag-ui/agent ----------------------------------------------------------------------
     def run(self, request: Request, info: Dict[str, Any]) -> Any:
@@ -53,25 +53,38 @@ class AgentCoreRoutes:
                                                        self.settings.default_language)
             ac_requests.check_session_header(request.headers, body)
             attach = ac_requests.attach_request(body)
+            run_request = None
             if attach is not None:
                 info["thread"], info["run"] = attach.thread_id, attach.run_id
-                attached = self.manager.attach(attach.thread_id, attach.run_id, attach.after_sequence,
-                                               language=info["language"])
-                if attached is None:
-                    raise AguiError("RUN_NOT_FOUND")
-                run, sub = attached
             else:
-                run_request = inputs.parse_run_request(body, self.settings.allowed_cwds, self.policy)
+                run_request = inputs.parse_run_request(body, self.settings.allowed_cwds, self.policy,
+                                                       self.settings.max_messages)
                 info["thread"], info["run"] = run_request.thread_id, run_request.run_id
                 if self.manager.draining:
                     raise AguiError("RUNTIME_DRAINING", headers={"Retry-After": "5"})
                 self.probe.check()
-                # The run's thread starts once the response's first bytes are out (as on POST /).
-                run, sub = self.manager.start(run_request, info["language"], start_thread=False,
-                                              profile=self.profile(request, run_request.cwd))
+            # A stream holds a server worker to its last byte: it takes a slot as POST / does.
+            self.app.reserve_stream()
+            try:
+                run, sub = self._open(request, info, attach, run_request)
+            except BaseException:
+                self.app.release_stream()
+                raise
         except AguiError as exc:
             raise self._mapped(exc, thread_id)
         return self.app.stream_response(request, info, run, sub, headers=[(SESSION_HEADER, run.thread_id)])
+
+    def _open(self, request: Request, info: Dict[str, Any], attach: Any, run_request: Any) -> Any:
+        """Attach to a run, or start one that no missing client can cancel (it has an explicit stop)."""
+        if attach is not None:
+            attached = self.manager.attach(attach.thread_id, attach.run_id, attach.after_sequence,
+                                           language=info["language"])
+            if attached is None:
+                raise AguiError("RUN_NOT_FOUND")
+            return attached
+        # The run's thread starts once the response's first bytes are out (as on POST /).
+        return self.manager.start(run_request, info["language"], start_thread=False, keep_without_client=True,
+                                  profile=self.profile(request, run_request.cwd))
 
     # ---- POST /ag-ui/agent/stop -----------------------------------------------------------------
     def stop(self, request: Request, info: Dict[str, Any]) -> Response:

@@ -122,6 +122,6 @@ class AgentCoreShaper:
         if event["type"] in SPLITTABLE:
             return [dict(event, **{field: piece}) for piece in split_text(text, budget)]
         size = len(text.encode("utf-8", "surrogatepass"))
-        marker = "\n" + i18n.translate(errors.MSG_EVENT_TRUNCATED, self.language, {"size": size})
+        marker = "\n" + i18n.translate(errors.MSG_EVENT_TRUNCATED, self.language).format(size=size)
         head = split_text(text, budget - (encoded_size(marker) - 2))[0]
         return [dict(event, **{field: head + marker})]

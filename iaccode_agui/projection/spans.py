@@ -156,3 +156,62 @@ class SpanTracker:
         for name in list(reversed(self._steps_open)):
             out.extend(self.step_close(name))
         return out
+
+    # ---- re-building from what was already sent -----------------------------------------------
+    def replay(self, event: Event) -> None:
+        """Account for ``event`` as already emitted (a run adopted from its log continues its spans)."""
+        kind = event.get("type")
+        if kind == "TEXT_MESSAGE_START":
+            agui_id = event["messageId"]
+            source_id = _source_of(agui_id)
+            self._used_ids.add(agui_id)
+            self._text_ids[source_id] = agui_id
+            if source_id not in self._text_order:
+                self._text_order.append(source_id)
+            self.text_buffers.setdefault(source_id, [])
+        elif kind == "TEXT_MESSAGE_CONTENT":
+            source_id = self._source_for(event["messageId"])
+            self.text_buffers.setdefault(source_id, []).append(event.get("delta") or "")
+            self.current_text = source_id
+            self.emitted_text = True
+        elif kind == "TEXT_MESSAGE_END":
+            source_id = self._source_for(event["messageId"])
+            if self._text_ids.get(source_id) == event["messageId"]:
+                self.close_text(source_id)
+        elif kind == "REASONING_START":
+            self._used_ids.add(event["messageId"])
+            self._reasoning_id = event["messageId"]
+            self._reasoning_count += 1
+        elif kind == "REASONING_END":
+            self._reasoning_id = None
+        else:
+            self._replay_tool_or_step(kind, event)
+
+    def _replay_tool_or_step(self, kind: Optional[str], event: Event) -> None:
+        if kind == "TOOL_CALL_START":
+            self._tools_started.add(event["toolCallId"])
+            self._tools_open[event["toolCallId"]] = False
+        elif kind == "TOOL_CALL_END":
+            self._tools_open[event["toolCallId"]] = True
+        elif kind == "TOOL_CALL_RESULT":
+            self._tool_results.add(event["toolCallId"])
+        elif kind == "STEP_STARTED" and event["stepName"] not in self._steps_open:
+            self._steps_open.append(event["stepName"])
+        elif kind == "STEP_FINISHED" and event["stepName"] in self._steps_open:
+            self._steps_open.remove(event["stepName"])
+
+    def _source_for(self, agui_id: str) -> str:
+        for source_id, open_id in self._text_ids.items():
+            if open_id == agui_id:
+                return source_id
+        return _source_of(agui_id)
+
+    def streamed_text(self) -> str:
+        """All text this run has shown, in the order the messages started."""
+        return "".join("".join(parts) for parts in self.text_buffers.values())
+
+
+def _source_of(agui_id: str) -> str:
+    """The source id an AG-UI id was made from (``_unique`` appends ``~<n>`` to repeated ids)."""
+    head, sep, tail = agui_id.rpartition("~")
+    return head if sep and tail.isdigit() and head else agui_id

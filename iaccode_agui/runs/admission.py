@@ -6,10 +6,11 @@ The shell (``runs.manager``) loads the state, probes the run lease and saves the
 """
 import dataclasses
 import uuid
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 from iaccode_agui import errors
 from iaccode_agui.a2a.dialect import context_id_for
+from iaccode_agui.config import DEFAULT_RUN_ID_WINDOW, DEFAULT_RUN_ID_WINDOW_AGE
 from iaccode_agui.errors import AguiError
 from iaccode_agui.inputs import RunRequest
 from iaccode_agui.state.model import ActiveRun, Execution, ThreadState
@@ -28,7 +29,8 @@ def new_execution(ros_invocation_id: str, make_id: Callable[[], str]) -> Executi
 
 
 def admit(previous: Optional[ThreadState], req: RunRequest, *, owner: str, now: float, lease_free: bool,
-          make_id: Callable[[], str] = lambda: str(uuid.uuid4())) -> Admission:
+          make_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+          window: Tuple[int, float] = (DEFAULT_RUN_ID_WINDOW, DEFAULT_RUN_ID_WINDOW_AGE)) -> Admission:
     """Decide whether ``req`` may run; returns the state to persist with the run claimed."""
     if previous is None:
         admission = Admission(state=_first_state(req, lease_free, make_id))
@@ -42,7 +44,7 @@ def admit(previous: Optional[ThreadState], req: RunRequest, *, owner: str, now: 
             _admit_resume(admission, req, now)
         else:
             _admit_new_turn(admission, req, now, make_id)
-    _claim(admission.state, req, owner, now)
+    _claim(admission.state, req, owner, now, window)
     return admission
 
 
@@ -103,7 +105,7 @@ def _admit_new_turn(admission: Admission, req: RunRequest, now: float, make_id: 
     state.execution = new_execution(req.ros_invocation_id, make_id)
 
 
-def _claim(state: ThreadState, req: RunRequest, owner: str, now: float) -> None:
+def _claim(state: ThreadState, req: RunRequest, owner: str, now: float, window: Tuple[int, float]) -> None:
     state.active_run = ActiveRun(run_id=req.run_id, owner=owner, started_at=now,
                                  kind="resume" if req.is_resume else "new")
-    state.run_digests[req.run_id] = req.digest
+    state.remember_run(req.run_id, req.digest, now, *window)

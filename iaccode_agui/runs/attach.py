@@ -15,7 +15,7 @@ from iaccode_agui.i18n import translate
 from iaccode_agui.metrics import Metrics
 from iaccode_agui.projection import events
 from iaccode_agui.runs.channel import Subscription, encode_agui_event
-from iaccode_agui.runs.logtail import LogFollower, OrphanHandler
+from iaccode_agui.runs.logtail import LogFollower
 from iaccode_agui.runs.runlog import RunLogReader, RunLogStore
 
 log = logging.getLogger("iaccode_agui.runs")
@@ -47,7 +47,7 @@ class FollowedRun:
         self._metrics.inc("agui_streams_closed_total")
 
 
-def lost_run_frames(thread_id: str, run_id: str, language: str) -> OrphanHandler:
+def lost_run_frames(thread_id: str, run_id: str, language: str) -> Callable[[int], List[bytes]]:
     """The end of a followed run whose writer died before its terminal event and that nobody adopted."""
     def end(last_seq: int) -> List[bytes]:
         event = events.run_error(thread_id, run_id, "EXECUTION_LOST", translate(errors.MSG_EXECUTION_LOST, language))
@@ -61,9 +61,9 @@ class LogAttach:
         self.metrics = metrics
         self.queue_max = queue_max
         self.poll = poll
-        # How a followed run ends when its owner died first; replaced by the take-over when available.
-        self.orphan_handler: Callable[[RunLogReader, str], OrphanHandler] = (
-            lambda reader, language: lost_run_frames(reader.header["threadId"], reader.header["runId"], language))
+        # Asked when a followed run's writer died before its end: True when the run was adopted (here or
+        # elsewhere) or otherwise given its end in the log.  The manager plugs its take-over in here.
+        self.adopt: Callable[[str, str], bool] = lambda thread_id, run_id: False
 
     def reattach(self, thread_id: str, run_id: str, digest: Optional[str], after_seq: Optional[int],
                  language: str) -> Optional[Tuple[FollowedRun, Subscription]]:
@@ -77,8 +77,7 @@ class LogAttach:
         if digest is not None and reader.header.get("digest") != digest:
             reader.close()
             raise AguiError("RUN_ID_CONFLICT")
-        watch = self.runlogs.watch(thread_id, run_id) if reader.writer_alive() else None
-        return self._follow(reader, after_seq, language, watch)
+        return self._follow(reader, after_seq, language, self.runlogs.watch(thread_id, run_id))
 
     def observe(self, execution_id: str, thread_id: str, run_id: str, ros_invocation_id: str,
                 after_seq: Optional[int], language: str) -> Tuple[FollowedRun, Subscription]:
@@ -96,7 +95,12 @@ class LogAttach:
     def _follow(self, reader: RunLogReader, after_seq: Optional[int], language: str,
                 watch: Optional[object]) -> Tuple[FollowedRun, Subscription]:
         sub = FollowSubscription(self.queue_max)
-        follower = LogFollower(reader, after_seq, sub.queue, on_orphan=self.orphan_handler(reader, language),
+        thread_id, run_id = reader.header["threadId"], reader.header["runId"]
+        lost = lost_run_frames(thread_id, run_id, language)
+
+        def on_orphan(last_seq: int) -> Optional[List[bytes]]:
+            return None if self.adopt(thread_id, run_id) else lost(last_seq)
+        follower = LogFollower(reader, after_seq, sub.queue, on_orphan=on_orphan, on_orphan_fallback=lost,
                                watch=watch, poll=self.poll)  # type: ignore[arg-type]
         sub.follower = follower
         follower.start()

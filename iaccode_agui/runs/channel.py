@@ -12,7 +12,7 @@ import collections
 import logging
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, Optional, Tuple
 
 from iaccode_agui.a2a.sse import encode_json_event
 from iaccode_agui.errors import AguiError
@@ -20,7 +20,7 @@ from iaccode_agui.runs.framequeue import END, FrameQueue
 from iaccode_agui.runs.logformat import TERMINAL_TYPES
 from iaccode_agui.runs.logtail import LogReplay
 from iaccode_agui.runs.replaymem import ReplayBudget
-from iaccode_agui.runs.runlog import RunLogWriter
+from iaccode_agui.runs.runlog import LogFull, RunLogWriter
 
 __all__ = ["END", "FrameQueue", "RunChannel", "Subscription", "encode_agui_event"]
 
@@ -52,7 +52,7 @@ class Subscription:
 
 class RunChannel:
     def __init__(self, max_buffer: int = 10000, queue_max: int = 4096, *, run_log: Optional[RunLogWriter] = None,
-                 budget: Optional[ReplayBudget] = None) -> None:
+                 budget: Optional[ReplayBudget] = None, first_seq: int = 0) -> None:
         self._lock = threading.Lock()
         self._frames: Deque[Tuple[int, bytes]] = collections.deque()
         self._max_frames = max(1, max_buffer)
@@ -60,15 +60,35 @@ class RunChannel:
         self._budget = budget
         self._log = run_log
         self.log_path: Optional[str] = run_log.path if run_log is not None else None
-        self._next_seq = 0
+        self._log_end: Optional[int] = None   # first id the log has no room for (it reached its size cap)
+        self._next_seq = first_seq      # an adopted run continues its log's ids
         self._queue_max = queue_max
         self._subscriber: Optional[Subscription] = None
         self.closed = False
         self.events_published = 0
 
+    def use_log(self, run_log: Optional[RunLogWriter]) -> None:
+        """Give the channel its durable log before the first event (admission opens it after the claim)."""
+        if run_log is None:
+            return
+        with self._lock:
+            if not self._next_seq and self._log is None:
+                self._log = run_log
+                self.log_path = run_log.path
+                return
+        run_log.discard()     # too late: a log that misses the first events would replay a wrong history
+
     @property
     def attached(self) -> bool:
         return self._subscriber is not None
+
+    @property
+    def log_complete(self) -> bool:
+        """Whether the run log holds every frame, so memory is only a cache of it."""
+        return self.log_path is not None and self._log_end is None
+
+    def _in_log(self, seq: int) -> bool:
+        return self.log_path is not None and (self._log_end is None or seq < self._log_end)
 
     @property
     def memory_bytes(self) -> int:
@@ -91,7 +111,7 @@ class RunChannel:
             self._next_seq += 1
             frame = encode_agui_event(event, seq)
             event_type = event.get("type") or ""
-            if self._log is not None:
+            if self._log is not None and self._log_end is None:
                 self._append_to_log(seq, event_type, frame, terminal=event_type in TERMINAL_TYPES)
             self._remember(seq, frame)
             self.events_published += 1
@@ -106,6 +126,11 @@ class RunChannel:
             run_log.append(seq, event_type, frame)
             if terminal:
                 run_log.sync()   # the run's outcome (an interrupt included) is on disk before it is shown
+        except LogFull:
+            # Everything before this frame is intact on disk and may already be gone from memory: keep the
+            # log (and its lock) as the source of that prefix; memory keeps every later frame.
+            log.warning("run log %s reached its size cap at event %d", run_log.path, seq)
+            self._log_end = seq
         except OSError as exc:
             # Replay falls back to memory alone; a log with a gap would replay a wrong history.
             log.warning("run log %s given up: %s", run_log.path, exc)
@@ -121,8 +146,8 @@ class RunChannel:
         while len(self._frames) > self._max_frames:
             self._forget_oldest()
         if self._budget is not None and self._budget.over and self.log_path is not None:
-            # Everything here is in the log too: memory only speeds up an early re-attach.
-            while self._frames and self._budget.over:
+            # What the log holds is only a cache here: memory only speeds up an early re-attach.
+            while self._frames and self._budget.over and self._in_log(self._frames[0][0]):
                 self._forget_oldest()
 
     def _forget_oldest(self) -> int:
@@ -162,7 +187,7 @@ class RunChannel:
                 except OSError as exc:
                     log.warning("run log %s not closed cleanly: %s", run_log.path, exc)
                 # The complete log replays this run from now on; memory is for live runs.
-                while self._frames:
+                while self._frames and self._in_log(self._frames[0][0]):
                     self._forget_oldest()
         if sub is not None:
             sub.queue.put_final(END)
@@ -207,13 +232,22 @@ class RunChannel:
         oldest = self._frames[0][0] if self._frames else self._next_seq
         if first >= oldest:
             return [frame for seq, frame in self._frames if seq >= first]
-        if self.log_path is not None:
-            replay = LogReplay.open(self.log_path, first, self._next_seq - 1)
-            if replay is not None:
-                return replay
+        replay = self._replay_from_log(first, oldest)
+        if replay is not None:
+            return replay
         if after_seq is None:
             return [frame for _, frame in self._frames]
         raise AguiError("RUN_ALREADY_TERMINAL")
+
+    def _replay_from_log(self, first: int, oldest: int) -> Optional[LogReplay]:
+        """Frames from ``first`` on out of the log, then those past its size cap out of memory (lock held)."""
+        if self.log_path is None:
+            return None
+        last = self._next_seq - 1 if self._log_end is None else self._log_end - 1
+        if oldest > last + 1:
+            return None     # frames between the log's end and memory's start are gone
+        tail = [frame for seq, frame in self._frames if seq > last]
+        return LogReplay.open(self.log_path, first, last, tail)
 
     def detach(self, sub: Subscription) -> None:
         with self._lock:

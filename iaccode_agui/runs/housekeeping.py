@@ -37,12 +37,13 @@ class Housekeeper:
         manager = self._manager
         manager.prune_finished()
         finished = [run.channel for run in manager.finished_runs()]
-        released = sum(channel.drop_memory() for channel in finished if channel.log_path is not None)
+        released = sum(channel.drop_memory() for channel in finished if channel.log_complete)
         live = [run.channel for run in manager.live_runs()]
         released += manager.budget.settle(finished, live)
         self._releaser.note(released)
         if sweep_logs and manager.runlogs.enabled:
             manager.runlogs.sweep()
+            manager.takeover.scan()     # a sibling process that died while this one lives
 
     def _main(self) -> None:
         while not self._stop.wait(self._tick):

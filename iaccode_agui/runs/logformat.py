@@ -131,6 +131,15 @@ def parse(data: bytes, offset: int = 0) -> Tuple[List[Record], int]:
     return records, offset
 
 
+def ends_with_close(tail: bytes) -> bool:
+    """Whether the last bytes of a log are exactly one intact close record (the run's log is complete)."""
+    at = tail.rfind(b'Z{"events":')
+    if at < _PREFIX.size:
+        return False
+    records, used = parse(tail, at - _PREFIX.size)
+    return used == len(tail) and [record.kind for record in records] == [KIND_CLOSE]
+
+
 def event_json(frame: bytes) -> Dict[str, Any]:
     """The AG-UI event carried by one SSE frame written by this adapter (``id:`` then ``data:`` lines)."""
     lines = [line[5:].lstrip(b" ") for line in frame.split(b"\n") if line.startswith(b"data:")]

@@ -8,8 +8,7 @@ writer died without one, until the orphan handler has said how the run ends).
 """
 import logging
 import threading
-import time
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Iterable, Iterator, List, Optional
 
 from iaccode_agui.runs import logformat
 from iaccode_agui.runs.framequeue import END, FrameQueue
@@ -21,17 +20,21 @@ BATCH_BYTES = 64 * 1024
 
 
 class LogReplay:
-    """Frames ``first..last`` (inclusive) of a log, as batches of whole frames."""
+    """Frames ``first..last`` (inclusive) of a log, as batches of whole frames, then ``tail``.
 
-    def __init__(self, reader: RunLogReader, first: int, last: int) -> None:
+    ``tail`` carries the frames after ``last`` that only memory holds (a log that reached its size cap).
+    """
+
+    def __init__(self, reader: RunLogReader, first: int, last: int, tail: Iterable[bytes] = ()) -> None:
         self._reader: Optional[RunLogReader] = reader
         self._first = first
         self._last = last
+        self._tail = list(tail)
 
     @classmethod
-    def open(cls, path: str, first: int, last: int) -> Optional["LogReplay"]:
+    def open(cls, path: str, first: int, last: int, tail: Iterable[bytes] = ()) -> Optional["LogReplay"]:
         reader = RunLogReader.open(path)
-        return None if reader is None else cls(reader, first, last)
+        return None if reader is None else cls(reader, first, last, tail)
 
     def __iter__(self) -> Iterator[bytes]:
         batch: List[bytes] = []
@@ -55,6 +58,8 @@ class LogReplay:
                     break
             if batch:
                 yield b"".join(batch)
+            if self._tail:
+                yield b"".join(self._tail)
         finally:
             self.close()
 
@@ -64,22 +69,27 @@ class LogReplay:
             reader.close()
 
 
-OrphanHandler = Callable[[int], List[bytes]]
+OrphanHandler = Callable[[int], Optional[List[bytes]]]
+REOPEN_ATTEMPTS = 5
 
 
 class LogFollower:
     """A thread that copies a log's frames after ``after_seq`` onto a client queue, live, until the end.
 
     ``on_orphan(last_seq)`` is asked what follows when the writer is gone without having written the run's
-    terminal event (the owning process died); it returns the frames that end the stream.
+    terminal event (the owning process died).  It returns None when the log goes on (the run was adopted,
+    here or by another process): the follower then reopens the file -- the adopter may have cut a torn
+    tail -- and carries on after the last id it sent.  Otherwise it returns the frames that end the stream.
     """
 
     def __init__(self, reader: RunLogReader, after_seq: Optional[int], queue: FrameQueue, *,
-                 on_orphan: OrphanHandler, watch: Optional[WatchMark] = None, poll: float = 0.05) -> None:
+                 on_orphan: OrphanHandler, watch: Optional[WatchMark] = None, poll: float = 0.05,
+                 on_orphan_fallback: Optional[Callable[[int], List[bytes]]] = None) -> None:
         self._reader = reader
         self._after = -1 if after_seq is None else after_seq
         self._queue = queue
         self._on_orphan = on_orphan
+        self._on_orphan_fallback = on_orphan_fallback or (lambda last: [])
         self._watch = watch
         self._poll = poll
         self._stop = threading.Event()
@@ -111,6 +121,7 @@ class LogFollower:
                 self._watch.release()
 
     def _follow(self) -> None:
+        reopened = 0
         while not self._stop.is_set():
             records = self._reader.read_new()
             if not records:
@@ -119,9 +130,15 @@ class LogFollower:
                     continue
                 records = self._reader.read_new()   # what the writer wrote just before it let go
                 if not records:
-                    if not self.saw_terminal:
-                        self._orphaned()
-                    return
+                    if self.saw_terminal:
+                        return
+                    if reopened >= REOPEN_ATTEMPTS:
+                        self._put_all(self._on_orphan_fallback(max(self._after, self.last_seq)))
+                        return
+                    if not self._orphaned():
+                        return
+                    reopened += 1
+                    continue
             if self._copy(records):
                 return
 
@@ -138,7 +155,22 @@ class LogFollower:
             self.saw_terminal = self.saw_terminal or record.terminal
         return False
 
-    def _orphaned(self) -> None:
-        for frame in self._on_orphan(max(self._after, self.last_seq)):
+    def _orphaned(self) -> bool:
+        """True when the log goes on and the follower switched to a fresh reader of it."""
+        last = max(self._after, self.last_seq)
+        frames = self._on_orphan(last)
+        if frames is None:
+            self._stop.wait(self._poll)
+            fresh = RunLogReader.open(self._reader.path)
+            if fresh is not None:
+                self._reader.close()
+                self._reader = fresh
+                return True
+            frames = self._on_orphan_fallback(last)
+        self._put_all(frames)
+        return False
+
+    def _put_all(self, frames: List[bytes]) -> None:
+        for frame in frames:
             if not self._put(frame):
                 return

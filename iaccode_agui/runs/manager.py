@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 import uuid
-from typing import Callable, Deque, Dict, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Optional, Tuple
 
 from iaccode_agui import errors
 from iaccode_agui.a2a import dialect
@@ -32,6 +32,7 @@ from iaccode_agui.runs.housekeeping import Housekeeper
 from iaccode_agui.runs.profile import DEFAULT as DEFAULT_PROFILE, RunProfile, ShapedPublisher
 from iaccode_agui.runs.recorder import StateRecorder
 from iaccode_agui.runs.replaymem import ReplayBudget
+from iaccode_agui.runs.takeover import Takeover
 from iaccode_agui.runs.runlog import RunLogStore, RunLogWriter
 from iaccode_agui.runs.worker import RunWorker, drive_new_turn
 from iaccode_agui.state.model import ThreadState
@@ -45,6 +46,7 @@ FINISHED_TTL = 300.0         # seconds
 REATTACH_TAKEOVER_WAIT = 2.0  # how long a re-attach waits for the server to notice the old connection's loss
 REMOTE_ATTACH_POLL = 0.5      # how often an owner without a client checks for one attached elsewhere
 ABANDONED_RELEASE_WAIT = 1.0  # how long a new run waits for the release of a run whose client is gone
+ADOPTED_YIELD_WAIT = 5.0      # how long a new request waits for an unfollowed adopted run to end
 
 
 class LiveRun:
@@ -62,6 +64,11 @@ class LiveRun:
         self.worker: Optional[RunWorker] = None
         self.ended_at: Optional[float] = None
         self._grace_timer: Optional[threading.Timer] = None
+        self.keep_without_client = False    # followed to its end even with nobody attached
+        self.adopted = False                # continued from its log after its owning process died
+        # One re-attach at a time may wait for the old connection's loss; the others answer at once, so a
+        # flood of re-attaches cannot hold a worker each for the whole take-over wait.
+        self.takeover_gate = threading.Lock()
 
     @property
     def key(self) -> Tuple[str, str]:
@@ -71,10 +78,8 @@ class LiveRun:
         """The SSE response closed; cancel the run unless it ended or is safely interrupted."""
         self.manager.metrics.inc("agui_streams_closed_total")
         worker = self.worker
-        if finished or worker is None or worker.finished or self.channel.attached:
-            return      # ended, or another client already took the run over (re-attach)
-        if self.profile.keep_running_on_disconnect:
-            return      # the client stops runs explicitly and may attach again
+        if finished or worker is None or worker.finished or self.channel.attached or self.keep_without_client:
+            return      # ended, another client already took the run over (re-attach), or kept regardless
         if self.followed_elsewhere():
             self._recheck_later()
             return
@@ -101,6 +106,17 @@ class LiveRun:
                 self._recheck_later()
                 return
             worker.request_cancel()
+
+    def start_adoption_grace(self) -> None:
+        """An adopted run waits that long for a client (attached here or elsewhere) before it is cancelled."""
+        if self.keep_without_client:
+            return
+        settings = self.manager.settings
+        timer = threading.Timer(max(settings.takeover_grace, settings.reconnect_grace), self._grace_expired)
+        timer.daemon = True
+        self.cancel_grace()
+        self._grace_timer = timer
+        timer.start()
 
     def followed_elsewhere(self) -> bool:
         """A client that re-attached through another process follows this run from its log."""
@@ -142,6 +158,10 @@ class RunManager:
         self.housekeeper.start()
         self.registry = ProcessRegistry(settings.state_dir, self.owner, settings.a2a_url)
         self.registry.register()
+        self.takeover = Takeover(self)
+        self.log_attach.adopt = self.takeover.adopt
+        if self.runlogs.enabled:
+            threading.Thread(target=self._adopt_orphans, name="agui-takeover-scan", daemon=True).start()
 
     # ---- queries ------------------------------------------------------------------------------
     def active_count(self) -> int:
@@ -180,12 +200,61 @@ class RunManager:
         return self.kind.is_generic()
 
     # ---- start / attach -----------------------------------------------------------------------
+    def _adopt_orphans(self) -> None:
+        try:
+            self.takeover.scan()
+        except Exception:   # adoption is recovery; it must not take the server down
+            log.exception("adopting orphaned runs failed")
+
+    def is_live(self, thread_id: str, run_id: str) -> bool:
+        with self._lock:
+            return (thread_id, run_id) in self._live
+
+    def register_run(self, req: Any, state: ThreadState, lease: RunLease, channel: RunChannel) -> LiveRun:
+        run = LiveRun(self, req, state, lease, channel)   # type: ignore[arg-type]
+        with self._lock:
+            self._live[run.key] = run
+            self._active[run.key] = run
+            self._by_execution[run.execution_id] = run
+        return run
+
+    def _settle_orphan(self, thread_id: str) -> None:
+        """A new request on a thread whose run lost its owner: adopt the run, then let the request win.
+
+        Adopting first keeps everything the runtime produced meanwhile (the log gets it, a re-attach still
+        reads it).  A new request on the thread means its client moved on, so an adopted run nobody follows
+        is cancelled then, exactly as a disconnect would cancel it; a run a client follows keeps the thread
+        busy (``THREAD_BUSY``), as it would while its owner lived.
+        """
+        if not self.runlogs.enabled:
+            return
+        try:
+            state = self.store.load(thread_id)
+        except StateUnavailable:
+            return
+        active = state.active_run if state is not None else None
+        if active is None:
+            return
+        if not self.is_live(thread_id, active.run_id):
+            self.takeover.adopt(thread_id, active.run_id)   # waits for an adoption already under way
+        with self._lock:
+            run = self._live.get((thread_id, active.run_id))
+        if run is None or not run.adopted or run.keep_without_client or run.channel.attached \
+                or run.followed_elsewhere() or run.worker is None:
+            return
+        log.info("thread %s: a new request cancels adopted run %s, which no client follows", thread_id, run.run_id)
+        run.worker.request_cancel()
+        with self._idle:
+            self._idle.wait_for(lambda: self._active.get(run.key) is not run, ADOPTED_YIELD_WAIT)
+
     def start(self, req: RunRequest, language: str, last_event_id: Optional[int] = None,
-              start_thread: bool = True, profile: RunProfile = DEFAULT_PROFILE) -> Tuple[LiveRun, Subscription]:
+              start_thread: bool = True, *, keep_without_client: bool = False,
+              profile: RunProfile = DEFAULT_PROFILE) -> Tuple[LiveRun, Subscription]:
         """Admit (or re-attach) the run; its ``RUN_STARTED`` is queued on the returned subscription.
 
         With ``start_thread=False`` the caller starts the run's thread itself (``run.worker.start()``), e.g.
-        once the first bytes of the response are on their way.
+        once the first bytes of the response are on their way.  ``keep_without_client`` follows the run to
+        its end even when no client is attached (a disconnect does not cancel it).
         """
         if last_event_id is not None:
             attached = self.attach(req.thread_id, req.run_id, last_event_id, req.digest, language)
@@ -199,12 +268,16 @@ class RunManager:
                 raise AguiError("RUNTIME_CAPACITY_EXCEEDED", headers={"Retry-After": "1"})
             self._reserved += 1          # held until the run is registered (or admission fails)
         try:
+            self._settle_orphan(req.thread_id)
             run, admitted = self._admit_freeing_abandoned(req)
         finally:
             with self._lock:
                 self._reserved -= 1
         run.profile = profile           # set before the worker exists, so before any close can be seen
         try:
+            run.keep_without_client = keep_without_client
+            run.channel.use_log(self._open_run_log(req, admitted.state, {
+                "language": language, "keepWithoutClient": keep_without_client}))
             worker, sub = self._prepare(run, req, admitted, language)
             worker.open()            # RUN_STARTED is queued from this (the request's) thread
             if start_thread:
@@ -281,7 +354,13 @@ class RunManager:
             raise AguiError("RUN_ALREADY_TERMINAL")
         if digest is not None and run.digest != digest:
             raise AguiError("RUN_ID_CONFLICT")
-        sub = run.channel.attach(after_seq, takeover_wait=REATTACH_TAKEOVER_WAIT)
+        if run.takeover_gate.acquire(blocking=False):
+            try:
+                sub = run.channel.attach(after_seq, takeover_wait=REATTACH_TAKEOVER_WAIT)
+            finally:
+                run.takeover_gate.release()
+        else:
+            sub = run.channel.attach(after_seq)
         run.cancel_grace()
         self.metrics.inc("agui_reattach_total")
         return run, sub
@@ -327,7 +406,9 @@ class RunManager:
                 self._check_runtime(txn.state)
                 self.expiry.schedule_state(txn.state)
                 admitted = admission_rules.admit(txn.state, req, owner=self.owner, now=self.clock(),
-                                                 lease_free=lease is not None)
+                                                 lease_free=lease is not None,
+                                                 window=(self.settings.run_id_window,
+                                                         self.settings.run_id_window_age))
                 admitted.state.runtime = self.settings.a2a_url
                 for task_id in (admitted.orphan_task_id, admitted.expired_task_id):
                     # Before the save that forgets the task: a crash in between repeats the cancel
@@ -348,14 +429,8 @@ class RunManager:
             raise
         if lease is None:   # cannot happen: admit() refuses a held lease; never run without one
             raise AguiError("THREAD_BUSY")
-        channel = RunChannel(self.settings.replay_buffer_events, self.settings.queue_max_events,
-                             run_log=self._open_run_log(req, admitted.state), budget=self.budget)
-        run = LiveRun(self, req, admitted.state, lease, channel)
-        with self._lock:
-            self._live[run.key] = run
-            self._active[run.key] = run
-            self._by_execution[run.execution_id] = run
-        return run, admitted
+        channel = RunChannel(self.settings.replay_buffer_events, self.settings.queue_max_events, budget=self.budget)
+        return self.register_run(req, admitted.state, lease, channel), admitted
 
     def _check_runtime(self, state: Optional[ThreadState]) -> None:
         """Refuse a thread whose runtime another live process on this state directory still uses."""
@@ -364,11 +439,12 @@ class RunManager:
                       state.thread_id, state.runtime, self.settings.a2a_url)
             raise AguiError("RUNTIME_MISMATCH")
 
-    def _open_run_log(self, req: RunRequest, state: ThreadState) -> Optional[RunLogWriter]:
+    def _open_run_log(self, req: RunRequest, state: ThreadState, extra: Dict[str, Any]) -> Optional[RunLogWriter]:
         if not self.runlogs.enabled:
             return None
         header = {"executionId": state.execution.execution_id, "rosInvocationId": state.execution.ros_invocation_id,
                   "digest": req.digest, "owner": self.owner, "runtime": self.settings.a2a_url}
+        header.update(extra)
         try:
             return self.runlogs.create(req.thread_id, req.run_id, header)
         except OSError as exc:

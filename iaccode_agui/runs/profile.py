@@ -13,9 +13,6 @@ Shape = Callable[[Event], List[Event]]
 @dataclasses.dataclass(frozen=True)
 class RunProfile:
     name: str = "agui"
-    # POST / follows iac-code: a closed connection cancels the run (unless a reconnect grace is set).
-    # The AgentCore routes have an explicit stop, so there the run goes on and stays attachable.
-    keep_running_on_disconnect: bool = False
     # language -> per-run event shaping; None publishes the projection's events unchanged.
     shaper: Optional[Callable[[str], Shape]] = None
 

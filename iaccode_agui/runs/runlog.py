@@ -24,7 +24,7 @@ import os
 import stat
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from iaccode_agui.runs import logformat
 from iaccode_agui.runs.logformat import Record
@@ -35,6 +35,25 @@ log = logging.getLogger("iaccode_agui.runlog")
 _DIR_MODE = 0o700
 _FILE_MODE = 0o600
 _READ_CHUNK = 1 << 20
+
+
+def _read_all(fd: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while True:
+        chunk = os.read(fd, _READ_CHUNK)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _is_closed(path: str, size: int) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, size - 512))
+            return logformat.ends_with_close(handle.read())
+    except OSError:
+        return False
 
 
 class LogFull(OSError):
@@ -61,10 +80,10 @@ class RunLogWriter:
         self._max = max_bytes
         self._fsync = fsync
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes, capped: bool = True) -> None:
         if self._fd is None:
             raise OSError(errno.EBADF, "the run log is closed")
-        if self._max and self.size + len(data) > self._max:
+        if capped and self._max and self.size + len(data) > self._max:
             raise LogFull(errno.EFBIG, "the run log reached its size cap")
         view = memoryview(data)
         while view:
@@ -83,14 +102,18 @@ class RunLogWriter:
         if self._fd is None:
             return
         try:
-            self._write(logformat.encode_close(outcome))
-        except LogFull:
-            pass   # readers treat a log whose writer is gone after a terminal event as complete
+            # Past the cap too (one small record): without it a log that filled up mid-run would look
+            # like the log of an owner that died, and another process would take the ended run over.
+            self._write(logformat.encode_close(outcome), capped=False)
         finally:
             try:
                 self.sync()
             finally:
                 self._release()
+
+    def release(self) -> None:
+        """Let the log go without writing (another process's complete log that was only checked)."""
+        self._release()
 
     def discard(self) -> None:
         """Give the log up (a write failed): remove it so nobody replays a log with a gap."""
@@ -248,6 +271,62 @@ class RunLogStore:
                 os.unlink(path)
             raise
         return writer
+
+    def reopen(self, thread_id: str, run_id: str) -> Optional[Tuple[RunLogWriter, Dict[str, Any], List[Record]]]:
+        """Take over the log of a run whose writer is gone: its writer, header and intact records.
+
+        The lock is taken before anything is read, so two processes adopting at once cannot both
+        continue the file; a torn tail is cut off so the next record follows the last intact one.
+        """
+        path = self.path_for(thread_id, run_id)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode) or not _try_lock(fd, fcntl.LOCK_EX):
+                os.close(fd)
+                return None
+            data = _read_all(fd)
+            start = logformat.check_magic(data)
+            records, used = logformat.parse(data, start or 0) if start is not None else ([], 0)
+            if not records or records[0].kind != logformat.KIND_HEADER:
+                os.close(fd)
+                return None
+            header = dict(records[0].fields or {})
+            if header.get("threadId") != thread_id or header.get("runId") != run_id:
+                os.close(fd)
+                return None
+            if used < len(data):
+                os.ftruncate(fd, used)
+        except (OSError, logformat.LogFormatError) as exc:
+            log.warning("cannot take over run log %s: %s", path, exc)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            return None
+        return RunLogWriter(path, fd, used, self.max_bytes, self._fsync), header, records[1:]
+
+    def orphans(self, now: Optional[float] = None) -> List[Tuple[str, str]]:
+        """(thread, run) of every kept log whose writer died before closing it: runs to adopt."""
+        now = time.time() if now is None else now
+        found: List[Tuple[str, str]] = []
+        try:
+            names = [name for name in os.listdir(self.runs_dir) if name.endswith(".log")]
+        except OSError:
+            return found
+        for name in names:
+            path = os.path.join(self.runs_dir, name)
+            info = self._finished_info(path)
+            if info is None or info[2] or now - info[1] > self.ttl or _is_closed(path, info[0]):
+                continue
+            reader = RunLogReader.open(path)
+            if reader is None:
+                continue
+            header = reader.header
+            reader.close()
+            if isinstance(header.get("threadId"), str) and isinstance(header.get("runId"), str):
+                found.append((header["threadId"], header["runId"]))
+        return found
 
     def open_reader(self, thread_id: str, run_id: str) -> Optional[RunLogReader]:
         if not self.enabled:

@@ -143,6 +143,11 @@ class ThreadState:
     active_run: Optional[ActiveRun] = None
     # The A2A runtime (its URL) the thread was last run on: its session and tasks live there.
     runtime: Optional[str] = None
+    # When each run id / terminal execution was recorded; both records keep a bounded window (see
+    # ``remember_run``).  Entries of documents written before the window existed get their time on load's
+    # first admission.
+    run_times: Dict[str, float] = field(default_factory=dict)
+    terminal_times: Dict[str, float] = field(default_factory=dict)
 
     # -- small mutations that keep the invariants the document relies on --
 
@@ -162,6 +167,22 @@ class ThreadState:
                 return
         self.applied_resume_digests.append(AppliedDigest(execution_id, interrupt_id, digest))
         self.applied_resume_digests.sort(key=lambda e: (e.execution_id, e.interrupt_id))
+
+    def remember_run(self, run_id: str, digest: str, now: float, max_entries: int, max_age: float) -> None:
+        """Record a claimed run id, then keep only the newest ``max_entries`` records younger than ``max_age``.
+
+        Run ids and terminal execution ids are kept in the same bounded window, so the document (and the
+        cost of every write of it) stops growing with the number of runs.  A run id that has left the
+        window is admitted like a new one: it starts a new turn and can never re-apply an interrupt
+        answer, because answers are tied to their execution, which is terminal or no longer current.
+        """
+        self.run_digests[run_id] = digest
+        self.run_times[run_id] = now
+        self.run_times = _window(self.run_times, self.run_digests, now, max_entries, max_age, keep=run_id)
+        self.run_digests = {key: self.run_digests[key] for key in self.run_times}
+        self.terminal_times = _window(self.terminal_times, self.terminal_execution_ids, now, max_entries, max_age,
+                                      keep=self.execution.execution_id)
+        self.terminal_execution_ids = sorted(self.terminal_times)
 
     def mark_terminal(self, execution_id: str) -> None:
         if execution_id not in self.terminal_execution_ids:
@@ -200,6 +221,11 @@ class ThreadState:
                 for a in sorted(self.applied_resume_digests, key=lambda e: (e.execution_id, e.interrupt_id))
             ],
             "terminalExecutionIds": sorted(set(self.terminal_execution_ids)),
+            # Keyed by digest (64 characters), not by run id (up to 1,024): the times must not double the size.
+            "runDigestTimes": {self.run_digests[key]: value for key, value in self.run_times.items()
+                               if key in self.run_digests},
+            "terminalExecutionTimes": {key: value for key, value in self.terminal_times.items()
+                                       if key in self.terminal_execution_ids},
             "activeRun": None
             if self.active_run is None
             else {
@@ -239,6 +265,11 @@ class ThreadState:
             active_run=_optional(top["activeRun"], "activeRun", _active_run),
             runtime=_string(top["runtime"], "runtime", nonempty=True) if "runtime" in top else None,
         )
+        by_digest = _times(top.get("runDigestTimes", {}), "runDigestTimes", set(state.run_digests.values()))
+        state.run_times = {run_id: by_digest[digest] for run_id, digest in state.run_digests.items()
+                           if digest in by_digest}
+        state.terminal_times = _times(top.get("terminalExecutionTimes", {}), "terminalExecutionTimes",
+                                      state.terminal_execution_ids)
         if find_secret_keys(doc):
             raise StateCorrupt("document contains credential keys")
         return state
@@ -272,7 +303,7 @@ _TOP_KEYS = (
     "schemaVersion", "threadId", "contextId", "cwd", "userId", "iacCodeSessionId", "execution",
     "runDigests", "appliedResumeDigests", "terminalExecutionIds", "activeRun",
 )
-_OPTIONAL_TOP_KEYS = ("runtime",)
+_OPTIONAL_TOP_KEYS = ("runtime", "runDigestTimes", "terminalExecutionTimes")
 _EXECUTION_KEYS = (
     "executionId", "rosInvocationId", "taskId", "pipelineSequence", "pipelineOpenSteps",
     "textSnapshotDigests", "pending", "expiredInterruptIds",
@@ -309,6 +340,26 @@ def _string(value: Any, where: str, nonempty: bool = False) -> str:
 
 def _optional(value: Any, where: str, parse: Callable[[Any, str], Any]) -> Any:
     return None if value is None else parse(value, where)
+
+
+def _times(value: Any, where: str, known: Any) -> Dict[str, float]:
+    _require(isinstance(value, dict), "%s must be an object" % where)
+    for key, moment in value.items():
+        _require(key in known, "%s[%s] has no record" % (where, key))
+        _require(type(moment) in (int, float) and math.isfinite(moment), "%s[%s] must be a time" % (where, key))
+    return {key: float(moment) for key, moment in value.items()}
+
+
+def _window(times: Dict[str, float], keys: Any, now: float, max_entries: int, max_age: float,
+            keep: str) -> Dict[str, float]:
+    """The newest ``max_entries`` of ``keys`` not older than ``max_age`` (``keep`` always stays).
+
+    A key without a time (a document from before the window) is dated ``now``, so it ages from here on.
+    """
+    dated = {key: times.get(key, now) for key in keys}
+    fresh = sorted((key for key, moment in dated.items() if now - moment <= max_age or key == keep),
+                   key=lambda key: (key != keep, -dated[key], key))
+    return {key: dated[key] for key in fresh[:max(1, max_entries)]}
 
 
 def _string_list(value: Any, where: str) -> List[str]:

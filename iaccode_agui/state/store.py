@@ -14,6 +14,10 @@ Why files and locks look the way they do:
 - A run holds a second lock, ``<stem>.run``, for its whole lifetime.  The kernel drops it when the process
   dies, even on ``kill -9``, which is how a restarted adapter tells an orphaned ``activeRun`` (lock free)
   from a live one (lock held).
+- The lock files stay after a thread's last request: removing a lock file that another process has open
+  (or is about to lock) would let two holders lock two different files of the same name.  Idle threads are
+  removed by ``state.prune`` (``tools/prune_threads.py``), which takes both locks first; a lock obtained on
+  a file that was removed meanwhile is noticed (no links left) and taken again on the current file.
 
 Platform: Linux/POSIX only (``fcntl.flock``, ``O_NOFOLLOW``, directory fsync).  The state directory must be
 on a local filesystem: on NFS, Linux emulates ``flock`` with byte-range locks, which do not exclude two
@@ -185,14 +189,9 @@ class ThreadStore:
         stem = thread_file_stem(thread_id)
         with self._thread_lock(stem):
             self._ensure_dirs()
-            fd = self._open_lock_file(stem + ".lock")
+            fd = self.lock_file(stem + ".lock", fcntl.LOCK_EX)
+            assert fd is not None
             try:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                except OSError as exc:
-                    failure = StateUnavailable("cannot lock the thread state: %s" % exc)
-                    self.report_failure("lock", failure)
-                    raise failure from exc
                 txn = Transaction(self, thread_id, stem, self._read(thread_id, stem))
                 try:
                     yield txn
@@ -206,17 +205,8 @@ class ThreadStore:
     def try_run_lease(self, thread_id: str) -> Optional[RunLease]:
         """Take the thread's run lease without waiting; None when anyone (any process or handle) holds it."""
         self._ensure_dirs()
-        fd = self._open_lock_file(thread_file_stem(thread_id) + ".run")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                return None
-            failure = StateUnavailable("cannot lock the thread run: %s" % exc)
-            self.report_failure("run lock", failure)
-            raise failure from exc
-        return RunLease(thread_id, fd)
+        fd = self.lock_file(thread_file_stem(thread_id) + ".run", fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return None if fd is None else RunLease(thread_id, fd)
 
     def run_lease_is_held(self, thread_id: str) -> bool:
         """Whether some live holder has the run lease (probes by taking and releasing it)."""
@@ -304,6 +294,28 @@ class ThreadStore:
                 raise StateUnavailable("cannot prepare the state directory: %s" % exc) from exc
             self._dirs_ready = True
 
+    def lock_file(self, name: str, flags: int) -> Optional[int]:
+        """A descriptor of ``name`` holding ``flock(flags)``; None when LOCK_NB finds it taken.
+
+        A lock file may be removed by the prune tool while someone waits on it; a lock obtained on a file
+        that is no longer linked protects nothing, so it is dropped and the current file is tried again.
+        """
+        for _ in range(REPLACE_ATTEMPTS + 1):
+            fd = self._open_lock_file(name)
+            try:
+                fcntl.flock(fd, flags)
+                if os.fstat(fd).st_nlink > 0:
+                    return fd
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    return None
+                failure = StateUnavailable("cannot lock %s: %s" % (name, exc))
+                self.report_failure("lock", failure)
+                raise failure from exc
+            os.close(fd)
+        raise StateUnavailable("the lock file %s keeps being removed" % name)
+
     @_logs_failures("lock")
     def _open_lock_file(self, name: str) -> int:
         path = os.path.join(self.threads_dir, name)
@@ -368,7 +380,10 @@ class ThreadStore:
         temp: Optional[str] = os.path.join(self.threads_dir, ".%s.tmp" % name)
         fd: Optional[int] = None
         try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE)
+            # O_NONBLOCK: a FIFO planted at the temp name must fail at once (ENXIO without a reader, the
+            # regular-file check below with one) instead of blocking this thread's writes forever.
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                         _FILE_MODE)
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise OSError(errno.EINVAL, "the temporary state file is not a regular file")
             os.fchmod(fd, _FILE_MODE)

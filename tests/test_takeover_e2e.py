@@ -1,0 +1,125 @@
+"""Take-over after a crash: the adapter process is killed with SIGKILL in the middle of a streamed run.
+
+The runtime (the scripted one, in this test process) goes on with the task; a new adapter process on the
+same state directory adopts the run, and the client that re-attaches with its last id gets the rest: the
+whole text exactly once, ids without a gap, one terminal event.
+"""
+import time
+
+import pytest
+
+from iaccode_agui.demo import DemoServer
+from iaccode_agui.runs import logformat
+from tests.adapter_process import AdapterProcess, post_run, read_then_kill, run_body
+from tests.agui_checker import check_sequence, parse_sse
+from tests.harness import SSEReader, session_of, text_of, wait_for
+
+SLOW_TEXT = "".join("slow-%d " % i for i in range(60))
+
+
+@pytest.fixture
+def quick_demo():
+    server = DemoServer.start(token="demo-token", ping_interval=0.5, slow_interval=0.05)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _crash_mid_run(quick_demo, tmp_path, workspace, thread: str):
+    state_dir = str(tmp_path / "state")
+    owner = AdapterProcess(quick_demo.url, quick_demo.token, state_dir, workspace, str(tmp_path / "owner.log"))
+    body = run_body(workspace, "slow", thread)
+    seen, ids = read_then_kill(owner, post_run(owner.url, body), b"slow-", 8)
+    assert ids == list(range(len(ids))) and text_of(seen).count("slow-") >= 8
+    return state_dir, body, seen, ids
+
+
+def test_a_killed_owner_s_run_is_adopted_and_the_reattach_gets_the_rest(adapter_factory, quick_demo, tmp_path,
+                                                                          workspace):
+    state_dir, body, seen, ids = _crash_mid_run(quick_demo, tmp_path, workspace, "crash-1")
+    successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token)
+    answer = successor.post(body, headers={"Last-Event-ID": str(ids[-1])}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    rest, rest_ids, _ = parse_sse(answer.content)
+    assert rest_ids == list(range(ids[-1] + 1, ids[-1] + 1 + len(rest)))
+    whole = seen + rest
+    check_sequence(whole)
+    assert text_of(whole) == SLOW_TEXT
+    assert [e["type"] for e in whole].count("RUN_FINISHED") == 1 and whole[-1]["type"] == "RUN_FINISHED"
+    assert wait_for(lambda: successor.app.manager.active_count() == 0, 5)
+    assert successor.app.store.load("crash-1").active_run is None
+    assert "agui_takeovers_total 1" in successor.app.metrics.render()
+    execution = session_of(whole)["executionId"]
+    observed = successor.post({"threadId": "crash-1", "runId": body["runId"], "rosInvocationId": "inv-1"},
+                              path="extensions/iac-code/v1/executions/%s/subscribe" % execution)
+    assert text_of(parse_sse(observed.content)[0]) == SLOW_TEXT
+    follow_up = successor.run(successor.body("hello", thread="crash-1"))
+    assert follow_up[-1]["type"] == "RUN_FINISHED"
+
+
+def test_an_adopted_run_without_a_client_is_cancelled_after_the_takeover_grace(adapter_factory, quick_demo,
+                                                                               tmp_path, workspace):
+    state_dir, body, seen, ids = _crash_mid_run(quick_demo, tmp_path, workspace, "crash-2")
+    successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token,
+                                takeover_grace=0.3)
+    manager = successor.app.manager
+    assert wait_for(lambda: bool(manager.finished_runs()), 10)     # adopted at start-up, then cancelled
+    run = manager.finished_runs()[-1]
+    assert run.worker.error_code == "CANCELLED"
+    replay = successor.post(body, headers={"Last-Event-ID": str(ids[-1])})
+    rest = parse_sse(replay.content)[0]
+    assert rest[-1]["type"] == "RUN_ERROR" and rest[-1]["code"] == "CANCELLED"
+    check_sequence(seen + rest)
+    assert successor.app.store.load("crash-2").active_run is None
+
+
+def test_a_new_message_after_the_crash_cancels_the_unfollowed_adopted_run(adapter_factory, quick_demo, tmp_path,
+                                                                          workspace):
+    state_dir, body, seen, ids = _crash_mid_run(quick_demo, tmp_path, workspace, "crash-3")
+    successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token)
+    events = successor.run(successor.body("next", thread="crash-3"))
+    assert events[-1]["type"] == "RUN_FINISHED"
+    answer = successor.post(body, headers={"Last-Event-ID": str(ids[-1])})
+    rest = parse_sse(answer.content)[0]
+    check_sequence(seen + rest)                  # what ran meanwhile was kept, then the run was cancelled
+    assert rest[-1]["type"] == "RUN_ERROR" and rest[-1]["code"] == "CANCELLED"
+    assert text_of(seen + rest) == SLOW_TEXT[:len(text_of(seen + rest))]
+
+
+def test_a_followed_adopted_run_keeps_its_thread_busy(adapter_factory, quick_demo, tmp_path, workspace):
+    state_dir, body, seen, ids = _crash_mid_run(quick_demo, tmp_path, workspace, "crash-4")
+    successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token)
+    follow = SSEReader(successor.post(body, headers={"Last-Event-ID": str(ids[-1])}, stream=True))
+    follow.until("TEXT_MESSAGE_CONTENT")
+    refused = successor.post(successor.body("next", thread="crash-4"))
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "THREAD_BUSY"
+    rest = follow.until("RUN_FINISHED", limit=30)
+    assert text_of(seen + rest) == SLOW_TEXT
+
+
+def _cut_log_before_its_end(path: str) -> int:
+    """Rewrite a finished run's log as a crash right before its terminal event would leave it."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    records, _ = logformat.parse(data, logformat.check_magic(data))
+    kept = [r for r in records[1:] if r.kind == logformat.KIND_EVENT and not r.terminal]
+    with open(path, "wb") as handle:
+        handle.write(logformat.encode_start(records[0].fields))
+        for record in kept:
+            handle.write(logformat.encode_event(record.seq, record.event_type, record.frame))
+    return kept[-1].seq
+
+
+def test_a_run_whose_interrupt_was_durable_but_never_shown_ends_with_it(adapter):
+    """The owner committed the interrupt and freed the thread, then died before the terminal event."""
+    body = adapter.body("please write a file", thread="durable-int")
+    events = adapter.run(body)
+    interrupt = events[-1]["outcome"]["interrupts"][0]
+    assert wait_for(lambda: bool(adapter.app.manager.finished_runs()), 5)    # its log is closed
+    last = _cut_log_before_its_end(adapter.app.manager.runlogs.path_for("durable-int", body["runId"]))
+    assert adapter.app.manager.takeover.adopt("durable-int", body["runId"])
+    again = parse_sse(adapter.post(body, headers={"Last-Event-ID": str(last)}).content)[0]
+    assert [e["type"] for e in again][-1] == "RUN_FINISHED"
+    assert again[-1]["outcome"]["interrupts"][0]["id"] == interrupt["id"]
+    check_sequence(events[:-1] + again)

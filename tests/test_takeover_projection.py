@@ -1,0 +1,115 @@
+"""The projection of an adopted run, driven with plain lists of dicts: it continues, never repeats."""
+from typing import Any, Dict, List
+
+from iaccode_agui.projection.adopt import AdoptedProjector, history_text, missing_text
+from iaccode_agui.projection.effects import is_event
+from iaccode_agui.projection.run import RunContext, RunProjector
+from tests.agui_checker import check_sequence
+
+CTX = RunContext(thread_id="t", run_id="r", execution_id="e", context_id="agui-ctx", ros_invocation_id="i",
+                 task_id="task-1", session_id="s-1")
+
+
+FRESH = RunContext(thread_id="t", run_id="r", execution_id="e", context_id="agui-ctx", ros_invocation_id="i")
+
+
+def _delta(text: str) -> Dict[str, Any]:
+    return {"statusUpdate": {"taskId": "task-1", "contextId": "agui-ctx", "status": {
+        "state": "TASK_STATE_WORKING", "message": {"messageId": "task-1-message", "role": "ROLE_AGENT",
+                                                  "parts": [{"text": text}]}},
+        "metadata": {"iac_code": {"iacCodeSessionId": "s-1"}}}}
+
+
+def _final(text: str) -> Dict[str, Any]:
+    frame = _delta(text)
+    frame["statusUpdate"]["status"]["message"]["messageId"] = "task-1-2"
+    frame["statusUpdate"]["metadata"]["iac_code"]["assistantFinal"] = {"complete": True}
+    return frame
+
+
+def _completed() -> Dict[str, Any]:
+    return {"statusUpdate": {"taskId": "task-1", "contextId": "agui-ctx", "status": {"state": "TASK_STATE_COMPLETED"}}}
+
+
+def _events(outputs: List[Any]) -> List[Dict[str, Any]]:
+    return [item for item in outputs if is_event(item)]
+
+
+def _text(events: List[Dict[str, Any]]) -> str:
+    return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+
+
+def _before_crash(count: int) -> List[Dict[str, Any]]:
+    projector = RunProjector(FRESH)          # the task and session get bound (and announced) on the way
+    sent = _events(projector.start())
+    for index in range(count):
+        sent += _events(projector.feed(_delta("d%d " % index)))
+    return sent
+
+
+def test_missing_text_is_what_follows_the_shown_text():
+    assert missing_text("abcdef", "abc", new_turn=True) == "def"
+    assert missing_text("abc", "abc", new_turn=True) == ""
+    assert missing_text("abcdef", "", new_turn=True) == "abcdef"
+    assert missing_text("abcdef", "", new_turn=False) == ""
+    assert missing_text("xx cd yy", "cd", new_turn=False) == " yy"
+    assert missing_text("something else", "abc", new_turn=True) == ""
+    assert missing_text("", "abc", new_turn=True) == ""
+
+
+def test_history_text_keeps_the_turn_and_drops_a_consolidated_copy():
+    agent = lambda text: {"role": "ROLE_AGENT", "messageId": "m", "parts": [{"text": text}]}
+    task = {"task": {"id": "task-1", "history": [{"role": "ROLE_USER", "parts": [{"text": "hi"}]},
+                                                 agent("a"), agent("b")]}}
+    assert history_text(task) == "ab"
+    task["task"]["history"].append(agent("ab"))
+    assert history_text(task) == "ab"
+
+
+def test_adopted_run_continues_spans_and_recovers_missed_text():
+    sent = _before_crash(3)                       # RUN_STARTED, session, TEXT_MESSAGE_START, 3 deltas
+    assert any(e["type"] == "CUSTOM" for e in sent)
+    adopted = AdoptedProjector(CTX, sent)
+    assert adopted.start() == []
+    snapshot = {"task": {"id": "task-1", "contextId": "agui-ctx", "status": {"state": "TASK_STATE_WORKING"},
+                         "history": [{"role": "ROLE_AGENT", "messageId": "task-1-message",
+                                      "parts": [{"text": "d%d " % i}]} for i in range(5)]}}
+    after = _events(adopted.check_identity(snapshot)) + _events(adopted.catch_up(snapshot))
+    after += _events(adopted.feed(snapshot, with_text=False))
+    for index in range(5, 7):
+        after += _events(adopted.feed(_delta("d%d " % index)))
+    after += _events(adopted.feed(_final("".join("d%d " % i for i in range(8)))))
+    after += _events(adopted.feed(_completed()))
+    whole = sent + after
+    check_sequence(whole)                        # one RUN_STARTED, balanced spans, one terminal event
+    assert [e["type"] for e in after].count("TEXT_MESSAGE_START") == 0
+    assert not any(e["type"] == "CUSTOM" for e in after)
+    assert _text(whole) == "".join("d%d " % i for i in range(8))
+    assert whole[-1]["type"] == "RUN_FINISHED"
+
+
+def test_adopted_run_with_nothing_missed_shows_nothing_twice():
+    sent = _before_crash(4)
+    adopted = AdoptedProjector(CTX, sent)
+    after = _events(adopted.feed(_final("d0 d1 d2 d3 "))) + _events(adopted.feed(_completed()))
+    assert _text(after) == "" and after[-2]["type"] == "TEXT_MESSAGE_END"
+    check_sequence(sent + after)
+
+
+def test_spans_replay_rebuilds_tools_steps_and_closed_messages():
+    projector = RunProjector(FRESH)
+    sent = _events(projector.start())
+    sent += _events(projector.feed(_delta("before ")))
+    tool = {"statusUpdate": {"taskId": "task-1", "contextId": "agui-ctx", "status": {"state": "TASK_STATE_WORKING"},
+                             "metadata": {"iac_code": {"tool": {"toolUseId": "tool-1", "name": "bash",
+                                                                "status": "started"}}}}}
+    sent += _events(projector.feed(tool))
+    adopted = AdoptedProjector(CTX, sent)
+    done = dict(tool)
+    done["statusUpdate"] = dict(tool["statusUpdate"], metadata={"iac_code": {"tool": {
+        "toolUseId": "tool-1", "name": "bash", "status": "completed", "result": "ok"}}})
+    after = _events(adopted.feed(done)) + _events(adopted.feed(_delta("after"))) + _events(adopted.feed(_completed()))
+    types = [e["type"] for e in after]
+    assert "TOOL_CALL_START" not in types and types.count("TOOL_CALL_RESULT") == 1
+    check_sequence(sent + after)
+    assert _text(sent + after) == "before after"
