@@ -236,3 +236,23 @@ def test_the_code_table_is_declared_and_translated():
         for message in messages:
             if language != i18n.SOURCE_LANGUAGE:
                 assert i18n.translate(message, language) != message, (language, message)
+
+
+def test_agentcore_streams_take_and_give_back_a_stream_slot(tmp_path, workspace):
+    """/ag-ui/agent and its attach hold a server worker per stream, so they share POST /'s stream cap."""
+    app, client = make(tmp_path, workspace, default_cwd=workspace, max_active_runs=1)
+    try:
+        app.agentcore.probe.check = lambda: None       # the runtime would be ready; the slot is what is tested
+        assert error(post(client, attach_body("t", "r", 0)))[:2] == (404, "RUN_NOT_FOUND")
+        assert app.open_streams == 0                   # a refused attach gave its slot back
+        app.reserve_stream()                           # another client's stream holds the only slot
+        for body in (ac_body(), attach_body("t", "r", 0)):
+            response = post(client, body)
+            assert error(response)[:2] == (429, "RUNTIME_CAPACITY_EXCEEDED")
+            assert response.headers["Retry-After"] == "1"
+            assert response.headers["X-AgentCore-Session-ID"] == body["threadId"]
+        assert app.open_streams == 1
+        app.release_stream()
+    finally:
+        app.manager.expiry.stop()
+        app.client.close()
