@@ -161,6 +161,33 @@ def test_the_cancel_extension_on_the_other_worker_ends_the_owners_stream(deploym
     assert deployment.runtime.calls("CancelTask", session["taskId"]) == 1
 
 
+def test_an_agentcore_stop_on_the_other_worker_ends_the_owners_stream(deployment, workers):
+    """POST /ag-ui/agent on one worker, /ag-ui/agent/stop on the other: 204, the owner's stream ends with
+    RUN_ERROR RUN_CANCELLED within a second, and the A2A task is cancelled exactly once."""
+    owner, other = workers
+    body = deployment.body("slow", "ac-stop")
+    header = {"X-AgentCore-Session-ID": "ac-stop"}
+    stream = Stream(owner.request("POST", "/ag-ui/agent", body, headers=header))
+    stream.until("TEXT_MESSAGE_CONTENT")
+    task = stream.session()["taskId"]
+    sent = time.monotonic()
+    response = other.request("POST", "/ag-ui/agent/stop", {"threadId": "ac-stop", "runId": body["runId"]},
+                             headers=header)
+    response.read()
+    assert response.status == 204
+    events = stream.rest()
+    took = time.monotonic() - sent
+    print("owner's AgentCore stream ended %.3f s after the stop on the other worker" % took)
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "RUN_CANCELLED", events[-1]
+    assert took < 1.0, took
+    time.sleep(0.5)
+    assert deployment.runtime.calls("CancelTask", task) == 1
+    again = other.request("POST", "/ag-ui/agent/stop", {"threadId": "ac-stop", "runId": body["runId"]},
+                          headers=header)
+    again.read()
+    assert again.status == 204 and deployment.runtime.calls("CancelTask", task) == 1
+
+
 def test_a_client_that_hangs_up_under_gunicorn_cancels_its_run_before_any_heartbeat(deployment, workers):
     """A silent run (no write can fail) and the recipe's 15 s heartbeat: the hang-up is seen by the probe of
     gunicorn's client socket within about the 1 s disconnect poll, and the run is cancelled when the
