@@ -17,9 +17,28 @@ from tests.harness import SSEReader, session_of, text_of, wait_for
 SLOW_TEXT = "".join("slow-%d " % i for i in range(60))
 
 
+class PausableClock:
+    """The scripted runtime's clock, stopped on demand: a ``slow`` turn then produces nothing more.
+
+    The successor must act while the orphaned task still runs; at 0.05 s per delta its rest takes under
+    3 s, less than a loaded machine may need to start the successor, so the tests that need the task
+    alive stop its clock right after the kill instead of racing it.
+    """
+
+    def __init__(self) -> None:
+        self._paused_at = None
+
+    def __call__(self) -> float:
+        return time.monotonic() if self._paused_at is None else self._paused_at
+
+    def pause(self) -> None:
+        self._paused_at = time.monotonic()
+
+
 @pytest.fixture
 def quick_demo():
     server = DemoServer.start(token="demo-token", ping_interval=0.5, slow_interval=0.05)
+    server.runtime.store.clock = PausableClock()
     try:
         yield server
     finally:
@@ -61,6 +80,7 @@ def test_a_killed_owner_s_run_is_adopted_and_the_reattach_gets_the_rest(adapter_
 def test_an_adopted_run_without_a_client_is_cancelled_after_the_takeover_grace(adapter_factory, quick_demo,
                                                                                tmp_path, workspace):
     state_dir, body, seen, ids = _crash_mid_run(quick_demo, tmp_path, workspace, "crash-2")
+    quick_demo.runtime.store.clock.pause()            # the orphaned task stays alive until cancelled
     successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token,
                                 takeover_grace=0.3)
     manager = successor.app.manager
@@ -77,6 +97,7 @@ def test_an_adopted_run_without_a_client_is_cancelled_after_the_takeover_grace(a
 def test_a_new_message_after_the_crash_cancels_the_unfollowed_adopted_run(adapter_factory, quick_demo, tmp_path,
                                                                           workspace):
     state_dir, body, seen, ids = _crash_mid_run(quick_demo, tmp_path, workspace, "crash-3")
+    quick_demo.runtime.store.clock.pause()            # the orphaned task stays alive until cancelled
     successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token)
     events = successor.run(successor.body("next", thread="crash-3"))
     assert events[-1]["type"] == "RUN_FINISHED"
