@@ -4,6 +4,7 @@ The runtime (the scripted one, in this test process) goes on with the task; a ne
 same state directory adopts the run, and the client that re-attaches with its last id gets the rest: the
 whole text exactly once, ids without a gap, one terminal event.
 """
+import threading
 import time
 
 import pytest
@@ -27,12 +28,17 @@ class PausableClock:
 
     def __init__(self) -> None:
         self._paused_at = None
+        self._offset = 0.0
 
     def __call__(self) -> float:
-        return time.monotonic() if self._paused_at is None else self._paused_at
+        return (time.monotonic() if self._paused_at is None else self._paused_at) - self._offset
 
     def pause(self) -> None:
         self._paused_at = time.monotonic()
+
+    def resume(self) -> None:
+        self._offset += time.monotonic() - self._paused_at
+        self._paused_at = None
 
 
 @pytest.fixture
@@ -110,11 +116,21 @@ def test_a_new_message_after_the_crash_cancels_the_unfollowed_adopted_run(adapte
 
 def test_a_followed_adopted_run_keeps_its_thread_busy(adapter_factory, quick_demo, tmp_path, workspace):
     state_dir, body, seen, ids = _crash_mid_run(quick_demo, tmp_path, workspace, "crash-4")
+    quick_demo.runtime.store.clock.pause()            # the orphaned task stays alive until resumed
     successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token)
-    follow = SSEReader(successor.post(body, headers={"Last-Event-ID": str(ids[-1])}, stream=True))
-    follow.until("TEXT_MESSAGE_CONTENT")
+    answers = []
+    # With the task stopped no byte may come before the heartbeat, so the re-attach (which returns at its
+    # first byte) runs aside and the test waits for the run to be followed.
+    attach = threading.Thread(target=lambda: answers.append(
+        successor.post(body, headers={"Last-Event-ID": str(ids[-1])}, stream=True)), daemon=True)
+    attach.start()
+    manager = successor.app.manager
+    assert wait_for(lambda: any(run.channel.attached for run in list(manager._live.values())), 20)
     refused = successor.post(successor.body("next", thread="crash-4"))
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "THREAD_BUSY"
+    quick_demo.runtime.store.clock.resume()
+    attach.join(30)
+    follow = SSEReader(answers[0])
     rest = follow.until("RUN_FINISHED", limit=30)
     assert text_of(seen + rest) == SLOW_TEXT
 
