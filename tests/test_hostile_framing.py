@@ -90,7 +90,8 @@ def test_plain_chunked_and_content_length_requests_still_work(adapter_factory):
 
 
 def test_expect_continue_with_a_too_large_content_length_is_413_and_close(adapter_factory):
-    adapter = adapter_factory(max_request_bytes=SMALL_LIMIT)
+    # waitress cannot tell routes apart: the head alone is refused over the largest route limit.
+    adapter = adapter_factory(max_request_bytes=SMALL_LIMIT, agentcore_max_request_bytes=SMALL_LIMIT)
     too_large = waitress_limits(SMALL_LIMIT)["max_request_body_size"] + 1
     head = _head("1.1", "Content-Length: %d\r\nExpect: 100-continue\r\nAccept-Language: de\r\n" % too_large)
     raw, closed = _converse(adapter.server.port, head, wait=5)

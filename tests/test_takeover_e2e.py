@@ -4,6 +4,7 @@ The runtime (the scripted one, in this test process) goes on with the task; a ne
 same state directory adopts the run, and the client that re-attaches with its last id gets the rest: the
 whole text exactly once, ids without a gap, one terminal event.
 """
+import threading
 import time
 
 import pytest
@@ -17,9 +18,33 @@ from tests.harness import SSEReader, session_of, text_of, wait_for
 SLOW_TEXT = "".join("slow-%d " % i for i in range(60))
 
 
+class PausableClock:
+    """The scripted runtime's clock, stopped on demand: a ``slow`` turn then produces nothing more.
+
+    The successor must act while the orphaned task still runs; at 0.05 s per delta its rest takes under
+    3 s, less than a loaded machine may need to start the successor, so the tests that need the task
+    alive stop its clock right after the kill instead of racing it.
+    """
+
+    def __init__(self) -> None:
+        self._paused_at = None
+        self._offset = 0.0
+
+    def __call__(self) -> float:
+        return (time.monotonic() if self._paused_at is None else self._paused_at) - self._offset
+
+    def pause(self) -> None:
+        self._paused_at = time.monotonic()
+
+    def resume(self) -> None:
+        self._offset += time.monotonic() - self._paused_at
+        self._paused_at = None
+
+
 @pytest.fixture
 def quick_demo():
     server = DemoServer.start(token="demo-token", ping_interval=0.5, slow_interval=0.05)
+    server.runtime.store.clock = PausableClock()
     try:
         yield server
     finally:
@@ -61,6 +86,7 @@ def test_a_killed_owner_s_run_is_adopted_and_the_reattach_gets_the_rest(adapter_
 def test_an_adopted_run_without_a_client_is_cancelled_after_the_takeover_grace(adapter_factory, quick_demo,
                                                                                tmp_path, workspace):
     state_dir, body, seen, ids = _crash_mid_run(quick_demo, tmp_path, workspace, "crash-2")
+    quick_demo.runtime.store.clock.pause()            # the orphaned task stays alive until cancelled
     successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token,
                                 takeover_grace=0.3)
     manager = successor.app.manager
@@ -77,6 +103,7 @@ def test_an_adopted_run_without_a_client_is_cancelled_after_the_takeover_grace(a
 def test_a_new_message_after_the_crash_cancels_the_unfollowed_adopted_run(adapter_factory, quick_demo, tmp_path,
                                                                           workspace):
     state_dir, body, seen, ids = _crash_mid_run(quick_demo, tmp_path, workspace, "crash-3")
+    quick_demo.runtime.store.clock.pause()            # the orphaned task stays alive until cancelled
     successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token)
     events = successor.run(successor.body("next", thread="crash-3"))
     assert events[-1]["type"] == "RUN_FINISHED"
@@ -89,11 +116,21 @@ def test_a_new_message_after_the_crash_cancels_the_unfollowed_adopted_run(adapte
 
 def test_a_followed_adopted_run_keeps_its_thread_busy(adapter_factory, quick_demo, tmp_path, workspace):
     state_dir, body, seen, ids = _crash_mid_run(quick_demo, tmp_path, workspace, "crash-4")
+    quick_demo.runtime.store.clock.pause()            # the orphaned task stays alive until resumed
     successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token)
-    follow = SSEReader(successor.post(body, headers={"Last-Event-ID": str(ids[-1])}, stream=True))
-    follow.until("TEXT_MESSAGE_CONTENT")
+    answers = []
+    # With the task stopped no byte may come before the heartbeat, so the re-attach (which returns at its
+    # first byte) runs aside and the test waits for the run to be followed.
+    attach = threading.Thread(target=lambda: answers.append(
+        successor.post(body, headers={"Last-Event-ID": str(ids[-1])}, stream=True)), daemon=True)
+    attach.start()
+    manager = successor.app.manager
+    assert wait_for(lambda: any(run.channel.attached for run in list(manager._live.values())), 20)
     refused = successor.post(successor.body("next", thread="crash-4"))
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "THREAD_BUSY"
+    quick_demo.runtime.store.clock.resume()
+    attach.join(30)
+    follow = SSEReader(answers[0])
     rest = follow.until("RUN_FINISHED", limit=30)
     assert text_of(seen + rest) == SLOW_TEXT
 
