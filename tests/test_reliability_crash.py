@@ -40,7 +40,9 @@ def test_crash_soak_loses_nothing():
     assert report["kills"] == kills and report["lost_count"] == 0 and report["double_executions"] == 0
     # The soak must really have exercised what it claims to check.
     assert counts["interrupts announced"] > 0 and counts["resumed ok"] > 0, text
-    assert counts["streams cut by a kill"] > 0 and counts["kills aimed at a slow answer"] >= 1, text
+    # A stream cut by a kill is either re-attached to its end (as the terminal client does) or left cut.
+    cut = counts.get("streams cut by a kill", 0) + counts.get("cut streams completed by a re-attach", 0)
+    assert cut > 0 and counts["kills aimed at a slow answer"] >= 1, text
     assert counts["run ids re-posted after restart"] > 0 and counts["state files checked"] > 0, text
     assert counts["threads usable at the end"] > 0, text
 
