@@ -160,3 +160,58 @@ def test_a_run_whose_interrupt_was_durable_but_never_shown_ends_with_it(adapter)
     assert [e["type"] for e in again][-1] == "RUN_FINISHED"
     assert again[-1]["outcome"]["interrupts"][0]["id"] == interrupt["id"]
     check_sequence(events[:-1] + again)
+
+
+class _GatedReplies:
+    """Hold every closing LLM reply of the scripted runtime until released, then note that it was sent.
+
+    A resumed ``write`` turn shows the tool's result, then its reply; holding the reply lets the test kill the
+    owner at a known point of the resumed turn, and waiting for the reply lets it adopt after the turn ended
+    upstream (the adopter can then only recover the turn's text from what the task keeps).
+    """
+
+    def __init__(self, monkeypatch) -> None:
+        from iaccode_agui.demo import turns
+        self.release, self.sent = threading.Event(), threading.Event()
+        original = turns.Turn.reply
+
+        def reply(turn, *args, **kwargs):
+            self.release.wait(30)
+            original(turn, *args, **kwargs)
+            self.sent.set()
+
+        monkeypatch.setattr(turns.Turn, "reply", reply)
+
+
+def _resume_body(body, interrupts):
+    return dict(body, runId="run-resume-" + body["runId"][-6:], messages=[],
+                resume=[{"interruptId": i["id"], "status": "resolved", "payload": {"decision": "allow_once"}}
+                        for i in interrupts])
+
+
+@pytest.mark.parametrize("adopt_after_the_turn", [True, False])
+def test_a_resumed_turn_killed_before_its_text_is_adopted_with_the_whole_text(
+        adapter_factory, quick_demo, tmp_path, workspace, monkeypatch, adopt_after_the_turn):
+    from iaccode_agui.demo.scenarios import Write
+    state_dir = str(tmp_path / "state")
+    owner = AdapterProcess(quick_demo.url, quick_demo.token, state_dir, workspace, str(tmp_path / "owner.log"))
+    body = run_body(workspace, "please write a file", "resumed-1")
+    first = parse_sse(post_run(owner.url, body).content)[0]
+    interrupts = first[-1]["outcome"]["interrupts"]
+    gate = _GatedReplies(monkeypatch)
+    resume = _resume_body(body, interrupts)
+    seen, ids = read_then_kill(owner, post_run(owner.url, resume), b"TOOL_CALL_RESULT", 1)
+    assert "TOOL_CALL_RESULT" in [e["type"] for e in seen] and text_of(seen) == ""
+    gate.release.set()
+    if adopt_after_the_turn:
+        assert gate.sent.wait(10)            # the turn is over upstream before anyone adopts it
+    successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token)
+    answer = successor.post(resume, headers={"Last-Event-ID": str(ids[-1])}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    rest, rest_ids, _ = parse_sse(answer.content)
+    whole = seen + rest
+    check_sequence(whole)
+    assert rest_ids == list(range(ids[-1] + 1, ids[-1] + 1 + len(rest)))
+    assert text_of(whole) == Write.done_text
+    assert [e["type"] for e in whole].count("RUN_FINISHED") == 1 and whole[-1]["type"] == "RUN_FINISHED"
+    assert quick_demo.runtime.tool_executions and len(quick_demo.runtime.tool_executions) == 1

@@ -1,9 +1,10 @@
 """The projection of an adopted run, driven with plain lists of dicts: it continues, never repeats."""
 from typing import Any, Dict, List
 
-from iaccode_agui.projection.adopt import AdoptedProjector, history_text, missing_text
+from iaccode_agui.projection.adopt import AdoptedProjector, history_text, missing_text, strip_shown
 from iaccode_agui.projection.effects import is_event
 from iaccode_agui.projection.run import RunContext, RunProjector
+from iaccode_agui.projection.textreplay import digests_of
 from tests.agui_checker import check_sequence
 
 CTX = RunContext(thread_id="t", run_id="r", execution_id="e", context_id="agui-ctx", ros_invocation_id="i",
@@ -113,3 +114,52 @@ def test_spans_replay_rebuilds_tools_steps_and_closed_messages():
     assert "TOOL_CALL_START" not in types and types.count("TOOL_CALL_RESULT") == 1
     check_sequence(sent + after)
     assert _text(sent + after) == "before after"
+
+
+def _history(*texts: str) -> Dict[str, Any]:
+    return {"task": {"id": "task-1", "contextId": "agui-ctx", "status": {"state": "TASK_STATE_INPUT_REQUIRED"},
+                     "history": [{"role": "ROLE_AGENT", "messageId": "task-1-message", "parts": [{"text": text}]}
+                                 for text in texts]}}
+
+
+def _resumed(*shown_before: str) -> RunContext:
+    """The context of a resumed run: the execution's earlier runs showed ``shown_before``."""
+    import dataclasses
+    return dataclasses.replace(CTX, resume=True, text_digests=frozenset(digests_of(shown_before)))
+
+
+def _resumed_run_started() -> List[Dict[str, Any]]:
+    return _events(RunProjector(_resumed()).start())
+
+
+def test_strip_shown_peels_the_earlier_runs_text_off_the_history():
+    known = digests_of(["I'll write it.", "Now the second."])
+    assert strip_shown("I'll write it.Now the second.Done.", known) == "Done."
+    assert strip_shown("I'll write it.Done.", known) == "Done."
+    assert strip_shown("Unknown text.Done.", known) == "Unknown text.Done."
+    assert strip_shown("I'll write it.", known) == ""
+
+
+def test_a_resumed_run_adopted_before_its_text_recovers_the_turn_from_the_history():
+    sent = _resumed_run_started()
+    adopted = AdoptedProjector(_resumed("I'll create hello.txt for you."), sent)
+    snapshot = _history("I'll create hello.txt for you.", "Done: hello.txt was written.")
+    after = _events(adopted.check_identity(snapshot)) + _events(adopted.catch_up(snapshot))
+    after += _events(adopted.feed(snapshot, with_text=False)) + _events(adopted.end_of_stream())
+    check_sequence(sent + after)
+    assert _text(after) == "Done: hello.txt was written."
+
+
+def test_a_resumed_run_after_two_answers_recovers_only_its_own_turn():
+    adopted = AdoptedProjector(_resumed("First. ", "Second. "), _resumed_run_started())
+    assert _text(_events(adopted.catch_up(_history("First. ", "Second. ", "Third.")))) == "Third."
+
+
+def test_a_resumed_run_whose_earlier_text_is_not_recognised_shows_nothing_twice():
+    adopted = AdoptedProjector(_resumed("Something else."), _resumed_run_started())
+    assert _text(_events(adopted.catch_up(_history("I'll create it.", "Done.")))) == ""
+
+
+def test_a_resumed_run_shows_the_final_text_of_its_turn_when_nothing_of_it_was_shown():
+    adopted = AdoptedProjector(_resumed("I'll create hello.txt for you."), _resumed_run_started())
+    assert _text(_events(adopted.feed(_final("Done: hello.txt was written.")))) == "Done: hello.txt was written."

@@ -7,12 +7,13 @@ what the runtime keeps: the task's history (its text deltas) when the run is ado
 consolidated text at the end of the turn.  Only text beyond what was already shown is emitted, so the
 client's reconstructed message is complete and nothing is shown twice.
 """
-from typing import Any, Dict, Iterable, List
+from typing import AbstractSet, Any, Dict, Iterable, List
 
 from iaccode_agui.a2a import dialect
 from iaccode_agui.projection.events import SESSION_EVENT
 from iaccode_agui.projection.effects import Output
 from iaccode_agui.projection.run import RunContext, RunProjector, SessionNotice
+from iaccode_agui.projection.textreplay import new_suffix
 
 
 def missing_text(source_text: str, streamed: str, new_turn: bool) -> str:
@@ -31,6 +32,21 @@ def missing_text(source_text: str, streamed: str, new_turn: bool) -> str:
     if at < 0:
         return ""
     return source_text[at + len(streamed):]
+
+
+def strip_shown(text: str, known_digests: AbstractSet[str]) -> str:
+    """``text`` without its leading parts that earlier runs of the execution showed.
+
+    A task's history holds the text deltas of all its turns; each earlier run (the turn, then each resumed
+    turn) recorded the digest of the text it showed when it ended with an interrupt.  Those texts follow one
+    another at the history's start, so peeling known prefixes one at a time leaves the current turn's text.
+    """
+    while text:
+        rest = new_suffix(text, set(known_digests))
+        if rest == text:
+            break
+        text = rest
+    return text
 
 
 def final_text(result: Any) -> str:
@@ -81,7 +97,15 @@ class AdoptedProjector(RunProjector):
 
     def catch_up(self, snapshot: Any) -> List[Output]:
         """Text the runtime streamed between the crash and the adoption, from the task's history."""
-        return self.continue_text(history_text(snapshot))
+        source = history_text(snapshot)
+        if self.new_turn:
+            return self.continue_text(source)
+        # A resumed turn's text follows, in the history, the text the execution's earlier runs showed.
+        known = self.ctx.text_digests
+        turn = strip_shown(source, known)
+        if turn != source or not known:
+            return self.continue_text(turn, from_turn_start=True)
+        return self.continue_text(source)     # the earlier text is not recognised: only what follows the shown
 
     def feed(self, result: Any, *, with_text: bool = True, history_text: bool = False) -> List[Output]:
         out: List[Output] = []
@@ -90,13 +114,21 @@ class AdoptedProjector(RunProjector):
             # the shown text was streamed before the subscription, and no later frame repeats it.
             out.extend(self.catch_up(result))
         if with_text and not self.done:
-            out.extend(self.continue_text(final_text(result)))
+            out.extend(self.continue_final(result))
         out.extend(super().feed(result, with_text=with_text, history_text=history_text))
         return out
 
-    def continue_text(self, source_text: str) -> List[Output]:
-        """Show what ``source_text`` (the runtime's text of the turn) holds beyond what was shown."""
-        gap = missing_text(source_text, self.spans.streamed_text(), self.new_turn)
+    def continue_final(self, result: Any) -> List[Output]:
+        """The consolidated text of the turn's last LLM call: it belongs to this turn, even a resumed one."""
+        return self.continue_text(final_text(result), from_turn_start=True)
+
+    def continue_text(self, source_text: str, *, from_turn_start: bool = False) -> List[Output]:
+        """Show what ``source_text`` (the runtime's text of the turn) holds beyond what was shown.
+
+        ``from_turn_start``: the source holds this run's text from its start, even when the run resumed a
+        turn (a new turn's source always does).
+        """
+        gap = missing_text(source_text, self.spans.streamed_text(), self.new_turn or from_turn_start)
         if not gap:
             return []
         source_id = self.spans.current_text or "assistant-" + self.ctx.run_id

@@ -22,7 +22,7 @@ from iaccode_agui.a2a.client import A2AError, A2ARpcError
 from iaccode_agui.i18n import translate
 from iaccode_agui.projection import events as ev
 from iaccode_agui.projection import interrupts
-from iaccode_agui.projection.adopt import AdoptedProjector, final_text
+from iaccode_agui.projection.adopt import AdoptedProjector
 from iaccode_agui.projection.run import ProtocolViolation
 from iaccode_agui.projection.states import TaskState
 from iaccode_agui.runs import logformat
@@ -242,7 +242,7 @@ def _from_snapshot(worker: RunWorker, task_id: str, *, boundary_only: bool = Tru
     boundary = state.terminal or state is TaskState.INPUT_REQUIRED
     if boundary_only and not (boundary or shows_inputs):
         return False
-    worker.apply(projector.continue_text(final_text(snapshot)))
+    worker.apply(projector.continue_final(snapshot))
     worker.apply(projector.feed(snapshot, with_text=False))
     if not projector.done and boundary:
         worker.apply(projector.end_of_stream())
