@@ -32,7 +32,8 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-cache",
 }
 MEDIA_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-               ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+               ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml",
+               ".json": "application/json; charset=utf-8"}
 # The page names its assets relative to this prefix, which includes the mount point of an embedding app.
 BASE_MARKER = b"{{base}}"
 

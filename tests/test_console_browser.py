@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List
 from urllib.parse import urlsplit
 
 import pytest
@@ -38,9 +38,10 @@ class Stack:
         self.workspace = os.path.realpath(os.path.join(root, "ws"))
         os.mkdir(self.workspace)
         self.demo = DemoServer.start(token="demo-token", ping_interval=0.5, slow_interval=SLOW_INTERVAL)
-        # A grace window: a cut connection or a page reload must not cancel the run before the re-attach.
-        self.adapter = Adapter(self.demo.url, self.demo.token, os.path.join(root, "state"), self.workspace,
-                               reconnect_grace=30.0)
+        # The README's default command: no --reconnect-grace.  The console runs on the AgentCore route, where
+        # a cut connection or a page reload does not cancel the run, so it needs none.
+        self.adapter = Adapter(self.demo.url, self.demo.token, os.path.join(root, "state"), self.workspace)
+        assert self.adapter.settings.reconnect_grace == 0
         parts = urlsplit(self.adapter.url)
         self.relay = TcpRelay(parts.hostname, parts.port)
         self.url = self.relay.url
@@ -89,6 +90,7 @@ class Page:
         self.driver = driver
         self.stack = stack
         self.url = stack.url     # the origin the page is loaded from (through the relay by default)
+        self.seen: List[Dict[str, Any]] = []
 
     def find(self, element_id: str) -> Any:
         return self.driver.find_element(By.ID, element_id)
@@ -160,12 +162,40 @@ class Page:
         return self.settled()
 
     def requests(self) -> List[str]:
-        urls = []
+        return [request["url"] for request in self.sent()]
+
+    def sent(self) -> List[Dict[str, Any]]:
+        """Every request the browser sent since the last drain() (url, method, headers, postData), from its
+        performance log."""
         for entry in self.driver.get_log("performance"):
             message = json.loads(entry["message"])["message"]
             if message.get("method") == "Network.requestWillBeSent":
-                urls.append(message["params"]["request"]["url"])
-        return urls
+                self.seen.append(message["params"]["request"])
+        return list(self.seen)
+
+    def drain(self) -> None:
+        self.sent()
+        self.seen = []
+
+    def thread_id(self) -> str:
+        return self.find("thread-id").text
+
+    def api_requests(self, sent: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """The requests to the adapter's API (the page's own files are loaded by navigation, without headers)."""
+        origin = self.url.rstrip("/")
+        return [r for r in sent if r["url"].startswith(origin + "/") and "/console" not in r["url"]]
+
+    def assert_thread_header(self, sent: List[Dict[str, Any]], thread_id: str) -> List[Dict[str, Any]]:
+        """Every API request names a thread in X-AgentCore-Session-ID (what a load balancer hashes on): the
+        probes the thread shown at the time, every run, attach, stop and observer request ``thread_id``."""
+        api = self.api_requests(sent)
+        assert api, "no API request recorded"
+        for request in api:
+            named = {k.lower(): v for k, v in request["headers"].items()}.get("x-agentcore-session-id")
+            wanted = thread_id if request["method"] == "POST" else named
+            assert named and named.startswith("thread-") and named == wanted, (request["method"], request["url"],
+                                                                                request["headers"])
+        return api
 
     def assert_same_origin(self) -> None:
         urls = self.requests()
@@ -181,7 +211,7 @@ def page(driver: Any, stack: Stack) -> Page:
     driver.set_window_size(1280, 1000)
     driver.get(stack.url + "console")
     driver.execute_script("localStorage.clear(); sessionStorage.clear();")
-    made.requests()  # drain the log of the previous test
+    made.drain()  # the log of the previous test
     return made
 
 
@@ -243,11 +273,14 @@ def test_slow_run_cancelled(page):
     page.wait(lambda: "execution" in page.find("session-panel").text, "the session event")
     page.find("cancel").click()
     status = page.settled()
-    assert "CANCELLED" in status, status
-    assert "Cancel: cancelled" in page.transcript()
+    assert "RUN_CANCELLED" in status, status
+    assert "Stop accepted (HTTP 204)" in page.transcript()
     assert "slow-59" not in page.assistant_text()
     page.shot("cancelled")
-    page.assert_same_origin()
+    api = page.assert_thread_header(page.sent(), page.thread_id())
+    stops = [r for r in api if r["url"].endswith("/ag-ui/agent/stop")]
+    assert len(stops) == 1 and json.loads(stops[0]["postData"])["threadId"] == page.thread_id()
+    assert not [r for r in api if "/cancel" in r["url"]]
 
 
 def _slow_text() -> str:
@@ -264,17 +297,76 @@ def test_cut_connection_reattaches_and_completes_the_text(page):
     assert "Re-attached after event" in page.transcript()
     assert page.assistant_text().replace("\n", " ").split() == _slow_text().split()
     page.shot("reattached")
-    page.assert_same_origin()
+    api = page.assert_thread_header(page.sent(), page.thread_id())
+    runs = [json.loads(r["postData"]) for r in api if r["url"].endswith("/ag-ui/agent")]
+    assert runs[0]["messages"][0]["content"] == "slow" and len(runs) >= 2
+    after = runs[-1]["forwardedProps"]["agentcore"]["attach"]["afterSequence"]
+    assert after > 5 and runs[-1]["runId"] == runs[0]["runId"] and runs[-1]["messages"] == []
+    assert not [r for r in api if r["method"] == "POST" and r["url"] == page.url], "nothing goes to POST /"
 
 
 def test_page_reload_mid_run_reattaches(page):
     page.open()
     page.send("slow")
     page.wait(lambda: "slow-5" in page.assistant_text(), "the run under way")
+    thread_id = page.thread_id()
     page.driver.refresh()
     page.wait(lambda: "re-attaching" in page.transcript(), "the re-attach after the reload")
     assert page.settled() == "Finished: success."
     assert page.assistant_text().replace("\n", " ").split() == _slow_text().split()
+    assert page.thread_id() == thread_id and "You\nslow" in page.transcript()
+    api = page.assert_thread_header(page.sent(), thread_id)
+    attach = [json.loads(r["postData"]) for r in api if r["url"].endswith("/ag-ui/agent")][-1]
+    assert attach["forwardedProps"] == {"agentcore": {"attach": {"afterSequence": 0}}}
+    page.assert_same_origin()
+
+
+def test_switching_threads_shows_their_earlier_runs_again(page):
+    page.open()
+    first = page.thread_id()
+    page.send("hello from the first thread")
+    assert page.settled() == "Finished: success."
+    page.send("please write a file")
+    assert page.settled() == "Waiting for your answer."
+    page.choose("Allow once")
+    assert page.answer() == "Finished: success."
+    page.find("new-thread").click()
+    assert page.transcript() == "" and page.thread_id() != first
+    page.send("hello from the second thread")
+    assert page.settled() == "Finished: success."
+    page.drain()
+    page.driver.find_element(By.XPATH, "//ul[@id='thread-list']//button[contains(., 'hello from the first')]").click()
+    page.wait(lambda: page.thread_id() == first and page.status() == "Idle", "the first thread shown again")
+    text = page.transcript()
+    assert "You\nhello from the first thread" in text and "You\nplease write a file" in text
+    assert "You said: hello from the first thread" in page.assistant_text()
+    assert "Done: hello.txt was written." in page.assistant_text()
+    assert "second thread" not in text and "not shown" not in text
+    assert "Tool: write_file — done" in text and "Answers sent" in text
+    assert "total tokens" in page.find("usage-panel").text
+    observed = [r for r in page.assert_thread_header(page.sent(), first) if r["url"].endswith("/subscribe")]
+    assert len(observed) == 3, observed           # the three runs, each read back from its log
+    page.shot("thread-history")
+    page.assert_same_origin()
+
+
+def test_a_run_the_server_no_longer_keeps_is_named_as_not_shown(page):
+    page.open()
+    page.send("hello")
+    assert page.settled() == "Finished: success."
+    thread_id = page.thread_id()
+    # The run log of the first run is gone (as after --run-log-ttl): its execution id no longer matches.
+    page.driver.execute_script("""
+        const all = JSON.parse(localStorage.getItem('iaccode_agui.threads.v1'));
+        const th = all.find((x) => x.threadId === arguments[0]);
+        th.runs.unshift({runId: 'run-gone', text: 'an old question', executionId: 'exec-gone'});
+        localStorage.setItem('iaccode_agui.threads.v1', JSON.stringify(all));""", thread_id)
+    page.driver.refresh()
+    page.wait(lambda: page.status() == "Idle" and "You said: hello" in page.assistant_text(), "the history")
+    text = page.transcript()
+    assert "You\nan old question" in text
+    assert "Run run-gone is not shown: the server no longer keeps its events" in text
+    assert text.index("an old question") < text.index("run-gone is not shown") < text.index("You said: hello")
     page.assert_same_origin()
 
 
@@ -325,7 +417,7 @@ def test_token_is_asked_for_kept_in_the_tab_and_sent_as_a_bearer_header(page, st
     try:
         page.url = guarded.url
         page.open()
-        page.requests()  # the previous page (on the relay's origin) may still have been probing
+        page.drain()  # the previous page (on the relay's origin) may still have been probing
         page.send("hello")
         page.wait(lambda: page.find("token-dialog").is_displayed(), "the token dialog")
         assert "UNAUTHORIZED" in page.status()
@@ -349,6 +441,6 @@ def test_language_picker_sends_accept_language(page):
     Select(page.find("language")).select_by_value("fr")
     page.send("hello")
     status = page.settled()
-    assert status == "Error INVALID_INPUT: %s" % french, status
+    assert status == "Error INVALID_AG_UI_REQUEST: %s" % french, status
     Select(page.find("language")).select_by_value("")
     page.assert_same_origin()

@@ -16,6 +16,18 @@ from iaccode_agui.a2a.client import body_reader
 from iaccode_agui.a2a.sse import SSEDecodeError, SSEDecoder
 
 CANCEL_PATH = "extensions/iac-code/v1/executions/%s/cancel"
+# Every request of a thread names it in this header: a load balancer in front of several hosts hashes it
+# so the thread's runs, resumes, re-attaches and cancels all reach the host that holds its state.  A thread
+# id outside printable ASCII cannot travel in a header unchanged (HTTP carries header bytes as Latin-1 and
+# the adapter compares the header with the body's id), so such a thread goes without it.
+SESSION_HEADER = "X-AgentCore-Session-ID"
+
+
+def session_header(thread_id: Any) -> Dict[str, str]:
+    """The session header naming ``thread_id``, or nothing when the id cannot be sent as a header."""
+    if isinstance(thread_id, str) and thread_id and all(" " <= c <= "~" for c in thread_id):
+        return {SESSION_HEADER: thread_id}
+    return {}
 TERMINAL_EVENTS = ("RUN_FINISHED", "RUN_ERROR")
 DEFAULT_TIMEOUT: Tuple[float, float] = (10.0, 120.0)
 
@@ -137,6 +149,7 @@ class AguiTransport:
               extra_headers: Optional[Dict[str, str]] = None) -> requests.Response:
         url = self.base_url + path
         headers = self._headers(accept)
+        headers.update(session_header(body.get("threadId")))
         headers.update(extra_headers or {})
         try:
             return self.session.post(url, data=json.dumps(body), headers=headers, stream=stream,

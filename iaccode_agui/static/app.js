@@ -1,15 +1,21 @@
-// The console page: threads, runs, interrupts, cancel, re-attach. It uses the public API only.
+// The console page: threads, runs, interrupts, stop, re-attach. It uses the public API only.
+//
+// Runs go to the AgentCore route (POST ag-ui/agent): a closed connection does not stop a run there, so a
+// cut network or a page reload is followed by a re-attach, never by a cancelled run, whatever the server's
+// --reconnect-grace. Stop is explicit (POST ag-ui/agent/stop). Every request names the thread it belongs
+// to in X-AgentCore-Session-ID, so a load balancer hashing that header keeps the thread on one host.
 
 import { $, el, pretty } from "./dom.js";
-import { RunConnection, httpError } from "./stream.js";
+import { RunConnection, SESSION_HEADER, STOP_PATH, httpError, runRequests } from "./stream.js";
 import { Transcript } from "./render.js";
 import { EventLog, PipelinePanel, SessionPanel, StatePanel, UsagePanel } from "./panels.js";
 import { AnswerError, interruptForm } from "./forms.js";
+import { HistoryReplay, noteSession, remember, runRecord } from "./history.js";
+import { loadCatalogs, resolveLanguage, setLanguage, t, translatePage } from "./i18n.js";
 import { activeRun, prefs, threads, token } from "./store.js";
 
 const API = new URL("../", import.meta.url);          // the adapter's root, also when mounted under a prefix
 const SESSION_EVENT = "iac-code.session.v1";
-const CANCEL_PATH = "extensions/iac-code/v1/executions/%s/cancel";
 
 const panels = {
   session: new SessionPanel($("session-panel")), usage: new UsagePanel($("usage-panel")),
@@ -17,16 +23,19 @@ const panels = {
 };
 const log = new EventLog($("event-log"));
 const transcript = new Transcript($("transcript"), panels);
-const ui = { thread: null, connection: null, executionId: null, forms: [], defaults: {} };
+const ui = { thread: null, connection: null, running: null, replay: null, forms: [], defaults: {} };
 
 const newId = (prefix) => `${prefix}-${crypto.randomUUID()}`;
 
-function headers() {
+// Request headers: the token, the picked language, and the thread the request belongs to.
+function headers(threadId = ui.thread && ui.thread.threadId) {
   const result = {};
   const secret = token.get();
   if (secret) result.Authorization = `Bearer ${secret}`;
   const language = $("language").value;
   if (language) result["Accept-Language"] = language;
+  // fetch() refuses a header value outside Latin-1 and the server compares bytes: ASCII ids only.
+  if (threadId && /^[\x20-\x7e]+$/.test(threadId)) result[SESSION_HEADER] = threadId;
   return result;
 }
 
@@ -36,15 +45,15 @@ function setStatus(text, kind = "info") {
   status.dataset.kind = kind;
 }
 
-function setBusy(busy) {
+function setBusy(busy, stoppable = busy) {
   $("send").disabled = busy;
   $("send-answers").disabled = busy;
-  $("cancel").disabled = !busy;
+  $("cancel").disabled = !stoppable;
   $("transcript").setAttribute("aria-busy", busy ? "true" : "false");
 }
 
 function askToken(reason) {
-  $("token-reason").textContent = reason || "This server may require a bearer token (--auth-token).";
+  $("token-reason").textContent = reason || t("This server may require a bearer token (--auth-token).");
   $("token-input").value = token.get();
   if (!$("token-dialog").open) $("token-dialog").showModal();
 }
@@ -52,7 +61,7 @@ function askToken(reason) {
 // A background probe passes ask=false: the token is asked for when the user acts, not on page load.
 async function getJson(path, ask = true) {
   const response = await fetch(new URL(path, API), { headers: headers(), cache: "no-store" });
-  if (response.status === 401 && ask) askToken("The server needs a valid bearer token.");
+  if (response.status === 401 && ask) askToken(t("The server needs a valid bearer token."));
   if (!response.ok) throw await httpError(response);
   return response.json();
 }
@@ -62,9 +71,9 @@ async function probe() {
   const parts = [];
   try {
     const health = await getJson("health");
-    parts.push(`server ${health.serverVersion || "?"} · ${health.status}`);
+    parts.push(t("server {version} · {status}", { version: health.serverVersion || "?", status: health.status }));
   } catch (error) {
-    parts.push(`server unreachable (${error.message})`);
+    parts.push(t("server unreachable ({reason})", { reason: error.message }));
   }
   parts.push(await readiness());
   try {
@@ -72,11 +81,10 @@ async function probe() {
     $("capabilities-panel").textContent = pretty(capabilities);
     ui.defaults = defaultsFrom(capabilities);
     if (!$("cwd").value && ui.defaults.cwd) $("cwd").value = ui.defaults.cwd;
-    if (ui.defaults.serverCwd) $("cwd").placeholder = "empty: the server's default workspace";
-    if (ui.defaults.grace === 0) parts.push("no reconnect grace: a dropped connection cancels a run");
+    if (ui.defaults.serverCwd) $("cwd").placeholder = t("empty: the server's default workspace");
   } catch (error) {
-    $("capabilities-panel").textContent = error.status === 404 ? "This server does not publish /capabilities."
-      : `Capabilities unavailable: ${error.code} ${error.message}`;
+    $("capabilities-panel").textContent = error.status === 404 ? t("This server does not publish /capabilities.")
+      : t("Capabilities unavailable: {code} {message}", { code: error.code, message: error.message });
   }
   $("server-status").textContent = parts.filter(Boolean).join(" · ");
 }
@@ -87,11 +95,11 @@ async function readiness() {
     const response = await fetch(new URL("ready", API), { headers: headers(), cache: "no-store" });
     if (response.status === 404) return "";
     const body = await response.json().catch(() => ({}));
-    if (response.ok) return "ready";
+    if (response.ok) return t("ready");
     const failing = Array.isArray(body.failing) ? body.failing.join(", ") : "";
-    return `not ready${failing ? `: ${failing}` : ` (HTTP ${response.status})`}`;
+    return failing ? t("not ready: {failing}", { failing }) : t("not ready (HTTP {status})", { status: response.status });
   } catch (error) {
-    return `ready check failed (${error.message})`;
+    return t("ready check failed ({reason})", { reason: error.message });
   }
 }
 
@@ -109,18 +117,17 @@ function defaultsFrom(doc) {
   walk(doc, 0);
   const iac = (doc.custom && doc.custom.iacCode) || {};
   found.serverCwd = iac.serverDefaults === true;        // forwardedProps may then be left out
-  if (typeof iac.reconnectGraceSeconds === "number") found.grace = iac.reconnectGraceSeconds;
   return found;
 }
 
 // ---- threads --------------------------------------------------------------------------------------
 function renderThreads() {
   const list = $("thread-list");
-  list.replaceChildren(...threads.list().map((t) => el("li", { class: t.threadId === ui.thread.threadId ? "current" : "" },
-    el("button", { type: "button", "aria-current": t.threadId === ui.thread.threadId ? "true" : null,
-      onclick: () => selectThread(t.threadId) },
-    el("span", { class: "title", text: t.title || t.threadId }),
-    el("span", { class: "meta", text: `${t.lastOutcome || "no run yet"}${t.lastRunId ? ` · ${t.lastRunId.slice(0, 12)}` : ""}` })))));
+  list.replaceChildren(...threads.list().map((th) => el("li", { class: th.threadId === ui.thread.threadId ? "current" : "" },
+    el("button", { type: "button", "aria-current": th.threadId === ui.thread.threadId ? "true" : null,
+      onclick: () => selectThread(th.threadId) },
+    el("span", { class: "title", text: th.title || th.threadId }),
+    el("span", { class: "meta", text: `${th.lastOutcome || t("no run yet")}${th.lastRunId ? ` · ${th.lastRunId.slice(0, 12)}` : ""}` })))));
 }
 
 function saveThread(changes = {}) {
@@ -131,7 +138,12 @@ function saveThread(changes = {}) {
   renderThreads();
 }
 
-function showThread(thread) {
+// Show a thread: its settings, its earlier runs read back from the server, its pending questions.
+// `skipRunId` is a run about to be re-attached (after a reload), not replayed twice.
+async function showThread(thread, skipRunId = null) {
+  if (ui.replay) ui.replay.abort();
+  ui.replay = null;
+  setBusy(false);
   ui.thread = thread;
   $("thread-id").textContent = thread.threadId;
   $("cwd").value = thread.cwd || ui.defaults.cwd || prefs.get().cwd || "";
@@ -140,9 +152,24 @@ function showThread(thread) {
   transcript.clear();
   for (const panel of Object.values(panels)) panel.clear();
   log.clear();
-  if (thread.lastRunId) transcript.notice("Earlier runs of this thread are not kept by the page; pending questions are.");
-  showInterrupts(thread.pending || []);
+  $("interrupts").hidden = true;
   renderThreads();
+  const runs = (thread.runs || []).filter((r) => r.runId !== skipRunId);
+  if (runs.length) {
+    const replay = new HistoryReplay({ api: API, thread, runs, headers: () => headers(thread.threadId), transcript, log });
+    ui.replay = replay;
+    setBusy(true, false);
+    setStatus(t("Showing the earlier runs of this thread…"), "busy");
+    const complete = await replay.run();
+    if (ui.replay === replay) ui.replay = null;
+    if (!complete) return false;
+    setBusy(false);
+    setStatus(t("Idle"));
+  } else if (thread.lastRunId) {
+    transcript.notice(t("Earlier runs of this thread were made by an older console and are not shown."));
+  }
+  if (!skipRunId) showInterrupts(thread.pending || []);
+  return true;
 }
 
 function selectThread(threadId) {
@@ -151,7 +178,7 @@ function selectThread(threadId) {
 }
 
 function newThread() {
-  return { threadId: newId("thread"), rosInvocationId: newId("inv"), title: "", pending: [] };
+  return { threadId: newId("thread"), rosInvocationId: newId("inv"), title: "", pending: [], runs: [] };
 }
 
 // ---- interrupts -----------------------------------------------------------------------------------
@@ -195,9 +222,9 @@ function runBody(text, resume) {
 }
 
 function startRun(text, resume) {
-  if (ui.connection) return;
+  if (ui.connection || ui.replay) return;
   if (!$("cwd").value.trim() && !ui.defaults.serverCwd) {
-    setStatus("Enter a workspace directory (cwd) first.", "error");
+    setStatus(t("Enter a workspace directory (cwd) first."), "error");
     $("cwd").focus();
     return;
   }
@@ -205,37 +232,43 @@ function startRun(text, resume) {
   ui.lastText = text;
   if (text !== null) transcript.userMessage(text);
   prefs.set({ ...prefs.get(), cwd: $("cwd").value.trim() });
+  remember(ui.thread, runRecord(body, text));
   saveThread({ title: ui.thread.title || (text || "").slice(0, 40), lastRunId: body.runId, lastOutcome: "running" });
-  follow(body, null);
+  follow(body, false);
 }
 
-// Attach to `body`'s run: a fresh start (lastEventId null) or a re-attach after a reload.
-async function follow(body, lastEventId) {
-  ui.executionId = null;
+function onRunStatus(state, detail) {
+  if (state === "reconnecting") {
+    setStatus(t("Connection lost; reconnecting… (attempt {attempt}, after event {after})", detail), "busy");
+    transcript.notice(t("Connection lost; reconnecting after event {after}…", detail), "warning");
+  } else if (state === "reattached") {
+    setStatus(t("Re-attached; the run continues."), "busy");
+    transcript.notice(t("Re-attached after event {after}.", detail));
+  } else if (state === "bad-frame") {
+    transcript.notice(t("An event (id {id}) is not valid JSON and was skipped: {reason}", detail), "warning");
+  }
+}
+
+// Follow `body`'s run: a fresh start, or (reattach) a run already under way, replayed from its start.
+async function follow(body, reattach) {
   $("interrupts").hidden = true;
   setBusy(true);
-  setStatus(lastEventId === null ? "Running…" : "Re-attaching to the run in progress…", "busy");
+  setStatus(reattach ? t("Re-attaching to the run in progress…") : t("Running…"), "busy");
   activeRun.set({ body });   // a reload re-attaches to this run and replays it from its first event
+  const thread = ui.thread;
   const connection = new RunConnection({
-    url: API, body, headers, lastEventId,
+    api: API, threadId: body.threadId, requests: runRequests(body), headers: () => headers(body.threadId), reattach,
     onEvent: (event, id) => {
-      if (event.type === "CUSTOM" && event.name === SESSION_EVENT && event.value) ui.executionId = event.value.executionId;
+      if (event.type === "CUSTOM" && event.name === SESSION_EVENT && noteSession(thread, body.runId, event.value)) {
+        saveThread();
+      }
       transcript.event(event);
       log.add(event, id);
     },
-    onStatus: (state, detail) => {
-      if (state === "reconnecting") {
-        setStatus(`Connection lost; reconnecting… (attempt ${detail.attempt}, after event ${detail.after})`, "busy");
-        transcript.notice(`Connection lost; reconnecting after event ${detail.after}…`, "warning");
-      } else if (state === "reattached") {
-        setStatus("Re-attached; the run continues.", "busy");
-        transcript.notice(`Re-attached after event ${detail.after}.`);
-      } else if (state === "bad-frame") {
-        transcript.notice(`an event (id ${detail.id}) is not valid JSON and was skipped: ${detail.reason}`, "warning");
-      }
-    },
+    onStatus: onRunStatus,
   });
   ui.connection = connection;
+  ui.running = { threadId: body.threadId, runId: body.runId };
   let result;
   try {
     result = await connection.run();
@@ -243,6 +276,7 @@ async function follow(body, lastEventId) {
     result = { error: { code: "CLIENT_ERROR", message: error.message } };
   } finally {
     ui.connection = null;
+    ui.running = null;
     if (!ui.leaving) activeRun.set(null);   // a reload must find the run to re-attach to
     setBusy(false);
   }
@@ -254,7 +288,7 @@ const ENDS_INTERRUPTS = new Set(["CANCELLED", "RUN_CANCELLED", "EXECUTION_EXPIRE
   "RESUME_ALREADY_APPLIED", "A2A_EXECUTION_FAILED"]);
 
 function failed(code, message, resumed) {
-  setStatus(`Error ${code}: ${message}`, "error");
+  setStatus(t("Error {code}: {message}", { code, message }), "error");
   // A refused or failed resume leaves the questions open: show them again so they can be re-answered.
   const pending = resumed && !ENDS_INTERRUPTS.has(code) ? ui.thread.pending || [] : [];
   saveThread({ lastOutcome: `error ${code}`, pending });
@@ -263,7 +297,7 @@ function failed(code, message, resumed) {
 
 function finish(result, resumed) {
   if (result.aborted) {
-    setStatus("Stopped following the run.");
+    setStatus(t("Stopped following the run."));
     saveThread({ lastOutcome: "left" });
   } else if (result.error) {
     const { code, message, status } = result.error;
@@ -278,34 +312,37 @@ function finish(result, resumed) {
   } else {
     const outcome = result.terminal.outcome || { type: "success" };
     const pending = outcome.type === "interrupt" ? outcome.interrupts || [] : [];
-    setStatus(pending.length ? "Waiting for your answer." : `Finished: ${outcome.type}.`, pending.length ? "wait" : "ok");
+    setStatus(pending.length ? t("Waiting for your answer.") : t("Finished: {outcome}.", { outcome: outcome.type }),
+      pending.length ? "wait" : "ok");
     saveThread({ lastOutcome: pending.length ? "waiting for an answer" : outcome.type, pending });
     showInterrupts(pending);
   }
 }
 
+// Stop: the server cancels the run and its live stream ends with RUN_ERROR RUN_CANCELLED, which is what
+// ends the busy state (also when the stream is being re-attached at that moment).
 async function cancelRun() {
-  const connection = ui.connection;
-  if (!connection) return;
-  if (!ui.executionId) {
-    // Not announced yet: leaving is the only lever, and the server cancels a run its client left.
-    connection.abort();
-    transcript.notice("Cancelled by disconnecting (the run was not announced yet).", "warning");
-    return;
-  }
-  setStatus("Cancelling…", "busy");
-  const path = CANCEL_PATH.replace("%s", encodeURIComponent(ui.executionId));
+  const run = ui.running;
+  if (!ui.connection || !run) return;
+  setStatus(t("Stopping the run…"), "busy");
   try {
-    const response = await fetch(new URL(path, API), { method: "POST", cache: "no-store",
-      headers: { ...headers(), "Content-Type": "application/json" },
-      // The session event names the invocation (the server derives it when forwardedProps was left out).
-      body: JSON.stringify({ threadId: ui.thread.threadId,
-        rosInvocationId: panels.session.value.rosInvocationId || ui.thread.rosInvocationId }) });
+    const response = await fetch(new URL(STOP_PATH, API), { method: "POST", cache: "no-store",
+      headers: { ...headers(run.threadId), "Content-Type": "application/json" },
+      body: JSON.stringify({ threadId: run.threadId, runId: run.runId }) });
     if (!response.ok) throw await httpError(response);
-    transcript.notice(`Cancel: ${(await response.json()).status}`);
+    transcript.notice(t("Stop accepted (HTTP {status}).", { status: response.status }));
   } catch (error) {
-    transcript.notice(`Cancel failed: ${error.code || ""} ${error.message}`, "error");
+    transcript.notice(t("Stop failed: {code} {message}", { code: error.code || "", message: error.message }), "error");
   }
+}
+
+// ---- language -------------------------------------------------------------------------------------
+function applyLanguage() {
+  setLanguage(resolveLanguage($("language").value));
+  translatePage();
+  if (!ui.connection && !ui.replay) setStatus(t("Idle"));
+  for (const panel of Object.values(panels)) if (panel.relabel) panel.relabel();
+  if (ui.thread) renderThreads();
 }
 
 // ---- wiring ---------------------------------------------------------------------------------------
@@ -325,7 +362,11 @@ function wire() {
   $("new-thread").addEventListener("click", () => { if (!ui.connection) showThread(newThread()); });
   for (const id of ["cwd", "run-mode", "pipeline-name"]) $(id).addEventListener("change", () => { if (ui.thread.lastRunId) saveThread(); });
   $("language").value = prefs.get().language || "";
-  $("language").addEventListener("change", () => prefs.set({ ...prefs.get(), language: $("language").value }));
+  $("language").addEventListener("change", () => {
+    prefs.set({ ...prefs.get(), language: $("language").value });
+    applyLanguage();
+    probe();
+  });
   $("token-button").addEventListener("click", () => askToken());
   $("token-form").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -339,16 +380,19 @@ function wire() {
   window.addEventListener("pagehide", () => { ui.leaving = true; });
 }
 
-function start() {
+async function start() {
+  await loadCatalogs();
   wire();
+  applyLanguage();
   const pending = activeRun.get();
   const known = pending && threads.get(pending.body.threadId);
-  showThread(known || threads.list()[0] || newThread());
-  probe();
-  if (known) {
-    transcript.notice(`The page was reloaded during run ${pending.body.runId}; re-attaching.`);
-    follow(pending.body, "0");
-  }
+  const shown = showThread(known || threads.list()[0] || newThread(), known ? pending.body.runId : null);
+  probe();      // after the thread is chosen: the probes carry its session header too
+  if (!known || !(await shown)) return;
+  const text = (pending.body.messages[0] || {}).content;
+  if (typeof text === "string") transcript.userMessage(text);
+  transcript.notice(t("The page was reloaded during run {run}; re-attaching.", { run: pending.body.runId }));
+  follow(pending.body, true);
 }
 
 start();
