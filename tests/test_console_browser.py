@@ -187,15 +187,19 @@ class Page:
 
     def assert_thread_header(self, sent: List[Dict[str, Any]], thread_id: str) -> List[Dict[str, Any]]:
         """Every API request names a thread in X-AgentCore-Session-ID (what a load balancer hashes on): the
-        probes the thread shown at the time, every run, attach, stop and observer request ``thread_id``."""
+        probes the thread shown at the time, every run, attach, stop and observer request the thread of its
+        body.  Returns the requests of ``thread_id``'s thread (there must be some)."""
         api = self.api_requests(sent)
-        assert api, "no API request recorded"
+        mine = []
         for request in api:
             named = {k.lower(): v for k, v in request["headers"].items()}.get("x-agentcore-session-id")
-            wanted = thread_id if request["method"] == "POST" else named
+            wanted = json.loads(request["postData"])["threadId"] if request["method"] == "POST" else named
             assert named and named.startswith("thread-") and named == wanted, (request["method"], request["url"],
                                                                                 request["headers"])
-        return api
+            if request["method"] == "POST" and named == thread_id:
+                mine.append(request)
+        assert mine, "no request of thread %s recorded" % thread_id
+        return mine
 
     def assert_same_origin(self) -> None:
         urls = self.requests()
@@ -211,6 +215,7 @@ def page(driver: Any, stack: Stack) -> Page:
     driver.set_window_size(1280, 1000)
     driver.get(stack.url + "console")
     driver.execute_script("localStorage.clear(); sessionStorage.clear();")
+    driver.get("about:blank")   # nothing of the page that saw the previous test's storage goes on sending
     made.drain()  # the log of the previous test
     return made
 
