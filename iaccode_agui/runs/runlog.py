@@ -28,6 +28,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from iaccode_agui.runs import logformat
 from iaccode_agui.runs.logformat import Record
+from iaccode_agui.state.flocks import open_probe
+from iaccode_agui.state.flocks import try_lock as _try_lock
 from iaccode_agui.state.keys import run_file_stem
 
 log = logging.getLogger("iaccode_agui.runlog")
@@ -58,16 +60,6 @@ def _is_closed(path: str, size: int) -> bool:
 
 class LogFull(OSError):
     """The run's log reached the size cap; the channel stops logging this run."""
-
-
-def _try_lock(fd: int, mode: int) -> bool:
-    try:
-        fcntl.flock(fd, mode | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            return False
-        raise
-    return True
 
 
 class RunLogWriter:
@@ -407,9 +399,8 @@ class RunLogStore:
 
     @staticmethod
     def _finished_info(path: str) -> Optional[tuple]:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except OSError:
+        fd = open_probe(path)
+        if fd is None:
             return None
         try:
             info = os.fstat(fd)
@@ -422,9 +413,8 @@ class RunLogStore:
 
     @staticmethod
     def _unlink_if_unlocked(path: str) -> bool:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except OSError:
+        fd = open_probe(path)
+        if fd is None:
             return False
         try:
             if not _try_lock(fd, fcntl.LOCK_EX):

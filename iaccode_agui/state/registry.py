@@ -18,6 +18,7 @@ import os
 import stat
 from typing import Optional, Set
 
+from iaccode_agui.state.flocks import open_probe, try_lock
 from iaccode_agui.state.keys import thread_file_stem
 
 log = logging.getLogger("iaccode_agui.state")
@@ -92,18 +93,13 @@ class ProcessRegistry:
 
     @staticmethod
     def _live_entry(path: str) -> Optional[str]:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except OSError:
+        fd = open_probe(path)
+        if fd is None:
             return None
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    return None
+            if not try_lock(fd, fcntl.LOCK_SH):
                 entry = json.loads(os.read(fd, _MAX_ENTRY_BYTES).decode("utf-8"))
                 runtime = entry.get("runtime") if isinstance(entry, dict) else None
                 return runtime if isinstance(runtime, str) else None
