@@ -7,9 +7,12 @@ console script, ``python -m iaccode_agui`` for the module), not whichever one th
 import argparse
 import os
 import sys
-from typing import Callable, NoReturn, Optional
+from typing import Callable, Mapping, NoReturn, Optional, TypeVar
+
+from iaccode_agui.config import ConfigError
 
 EXIT_USAGE = 2
+Number = TypeVar("Number", int, float)
 
 
 def program_name(module: str, argv0: Optional[str] = None) -> str:
@@ -52,3 +55,16 @@ megabytes = _number(float, "a number of megabytes >= 0", 0, strict=False, maximu
 
 def at_least(minimum: int) -> Callable[[str], float]:
     return _number(int, "a whole number >= %d" % minimum, minimum, strict=False)
+
+
+def flag_or_env(flag: Optional[Number], env: Mapping[str, str], variable: str, default: Number,
+                convert: Callable[[str], float]) -> Number:
+    """The flag's value, else its environment variable's, else the default; a flag or variable that
+    ``convert`` refuses is a ``ConfigError`` naming the variable, so both spellings fail alike."""
+    raw = env.get(variable) if flag is None else str(flag)
+    if not raw:
+        return default
+    try:
+        return convert(raw)  # type: ignore[return-value]
+    except argparse.ArgumentTypeError as exc:
+        raise ConfigError("%s: %s" % (variable, exc)) from None

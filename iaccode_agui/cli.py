@@ -16,8 +16,8 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from iaccode_agui import __version__, i18n
-from iaccode_agui.argtypes import (OneLineParser, at_least, count, megabytes, port, positive_seconds, program_name,
-                                   seconds)
+from iaccode_agui.argtypes import (OneLineParser, at_least, count, flag_or_env, megabytes, port, positive_seconds,
+                                   program_name, seconds)
 from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_FILE_LINK_TTL, DEFAULT_HEARTBEAT, DEFAULT_HOST,
                                  DEFAULT_INTERRUPT_TTL, DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_MESSAGES, DEFAULT_PORT,
                                  DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_ID_WINDOW, DEFAULT_RUN_ID_WINDOW_AGE,
@@ -31,6 +31,7 @@ MIN_THREADS = 4
 # Threads kept free of streams by the default run cap, so /health, /ready, cancels and metrics still answer
 # when every admitted run holds its stream open.
 SPARE_THREADS = 8
+_POSITIVE_COUNT = at_least(1)
 # With --demo, the scripted runtime keeps its sessions and tasks here, inside the state directory: a
 # restarted demo then still knows every thread the adapter remembers, as a restarted iac-code would.
 DEMO_RUNTIME_DIR = "demo-runtime"
@@ -163,33 +164,9 @@ def add_bound_flags(add: Any) -> None:
              "dropped and its worker freed (default 2 x heartbeat interval)")
 
 
-def _env_or_flag(value: Optional[float], env: Mapping[str, str], name: str, default: float) -> float:
-    """A non-negative number from the flag, else the environment variable ``name``, else ``default``."""
-    if value is not None:
-        return value
-    raw = env.get(name)
-    if not raw:
-        return default
-    try:
-        number = float(raw)
-    except ValueError:
-        raise ConfigError("%s must be a number, not %r" % (name, raw))
-    if not number >= 0:
-        raise ConfigError("%s must be >= 0" % name)
-    return number
-
-
 def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str, a2a_token: Optional[str],
                   state_dir: Optional[str] = None) -> Settings:
-    ttl = args.interrupt_ttl
-    if ttl is None:
-        raw = env.get("IAC_CODE_AGUI_INTERRUPT_TTL")
-        try:
-            ttl = float(raw) if raw else DEFAULT_INTERRUPT_TTL
-        except ValueError:
-            raise ConfigError("IAC_CODE_AGUI_INTERRUPT_TTL must be a number of seconds, not %r" % raw)
-        if not 0 <= ttl <= 1e9:
-            raise ConfigError("IAC_CODE_AGUI_INTERRUPT_TTL must be a number of seconds >= 0, not %r" % raw)
+    ttl = flag_or_env(args.interrupt_ttl, env, "IAC_CODE_AGUI_INTERRUPT_TTL", DEFAULT_INTERRUPT_TTL, seconds)
     return Settings(
         a2a_url=a2a_url, a2a_token=a2a_token, auth_token=auth_token(args, env),
         state_dir=state_dir or resolve_state_dir(args, env), allowed_cwds=default_allowed_cwds(env),
@@ -197,30 +174,22 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str
         upstream_idle_timeout=args.upstream_idle_timeout, max_active_runs=run_cap(args),
         reconnect_grace=args.reconnect_grace, upstream_kind=args.upstream_kind,
         default_language=i18n.process_locale_language(env),
-        run_log_ttl=_env_or_flag(args.run_log_ttl, env, "IAC_CODE_AGUI_RUN_LOG_TTL", DEFAULT_RUN_LOG_TTL),
-        run_log_max_mb=_env_or_flag(args.run_log_max_mb, env, "IAC_CODE_AGUI_RUN_LOG_MAX_MB", DEFAULT_RUN_LOG_MAX_MB),
-        replay_memory_mb=_env_or_flag(args.replay_memory_mb, env, "IAC_CODE_AGUI_REPLAY_MEMORY_MB",
-                                      DEFAULT_REPLAY_MEMORY_MB),
+        run_log_ttl=flag_or_env(args.run_log_ttl, env, "IAC_CODE_AGUI_RUN_LOG_TTL", DEFAULT_RUN_LOG_TTL, seconds),
+        run_log_max_mb=flag_or_env(args.run_log_max_mb, env, "IAC_CODE_AGUI_RUN_LOG_MAX_MB", DEFAULT_RUN_LOG_MAX_MB,
+                                   megabytes),
+        replay_memory_mb=flag_or_env(args.replay_memory_mb, env, "IAC_CODE_AGUI_REPLAY_MEMORY_MB",
+                                      DEFAULT_REPLAY_MEMORY_MB, megabytes),
         console=console_enabled(args, env), **agentcore_settings(args, env),
-        takeover_grace=_env_or_flag(args.takeover_grace, env, "IAC_CODE_AGUI_TAKEOVER_GRACE", DEFAULT_TAKEOVER_GRACE),
-        max_json_depth=_limit(args.max_json_depth, env, "IAC_CODE_AGUI_MAX_JSON_DEPTH", DEFAULT_MAX_JSON_DEPTH),
-        max_messages=_limit(args.max_messages, env, "IAC_CODE_AGUI_MAX_MESSAGES", DEFAULT_MAX_MESSAGES),
-        run_id_window=_limit(args.run_id_window, env, "IAC_CODE_AGUI_RUN_ID_WINDOW", DEFAULT_RUN_ID_WINDOW),
-        run_id_window_age=_seconds(args.run_id_window_age, env, "IAC_CODE_AGUI_RUN_ID_WINDOW_AGE",
-                                   DEFAULT_RUN_ID_WINDOW_AGE))
-
-
-def _seconds(flag: Optional[float], env: Mapping[str, str], variable: str, default: float) -> float:
-    """A positive number of seconds: the flag, else its environment variable, else the default."""
-    if flag is None:
-        raw = env.get(variable)
-        try:
-            flag = float(raw) if raw else default
-        except ValueError:
-            raise ConfigError("%s must be a number of seconds, not %r" % (variable, raw))
-    if not flag > 0:
-        raise ConfigError("%s must be > 0" % variable)
-    return flag
+        takeover_grace=flag_or_env(args.takeover_grace, env, "IAC_CODE_AGUI_TAKEOVER_GRACE", DEFAULT_TAKEOVER_GRACE,
+                                   seconds),
+        max_json_depth=flag_or_env(args.max_json_depth, env, "IAC_CODE_AGUI_MAX_JSON_DEPTH", DEFAULT_MAX_JSON_DEPTH,
+                                   _POSITIVE_COUNT),
+        max_messages=flag_or_env(args.max_messages, env, "IAC_CODE_AGUI_MAX_MESSAGES", DEFAULT_MAX_MESSAGES,
+                                 _POSITIVE_COUNT),
+        run_id_window=flag_or_env(args.run_id_window, env, "IAC_CODE_AGUI_RUN_ID_WINDOW", DEFAULT_RUN_ID_WINDOW,
+                                  _POSITIVE_COUNT),
+        run_id_window_age=flag_or_env(args.run_id_window_age, env, "IAC_CODE_AGUI_RUN_ID_WINDOW_AGE",
+                                      DEFAULT_RUN_ID_WINDOW_AGE, positive_seconds))
 
 
 def _from_env(value: Any, env: Mapping[str, str], name: str, parse: Any, default: Any) -> Any:
@@ -338,27 +307,16 @@ def check_state_dir(state_dir: str) -> None:
         raise ConfigError("--state-dir %s" % exc)
 
 
-def _limit(flag: Optional[int], env: Mapping[str, str], variable: str, default: int) -> int:
-    """A positive integer limit: the flag, else its environment variable, else the default."""
-    if flag is None:
-        raw = env.get(variable)
-        try:
-            flag = int(raw) if raw else default
-        except ValueError:
-            raise ConfigError("%s must be a whole number, not %r" % (variable, raw))
-    if flag < 1:
-        raise ConfigError("%s must be >= 1" % variable)
-    return flag
-
-
 def resolve_server_limits(args: argparse.Namespace, env: Mapping[str, str]) -> None:
     """Fill ``args.connection_limit`` and ``args.header_timeout`` from flags, variables or defaults."""
     from iaccode_agui.serving import DEFAULT_CONNECTION_LIMIT, DEFAULT_HEADER_TIMEOUT
-    args.connection_limit = _limit(args.connection_limit, env, "IAC_CODE_AGUI_CONNECTION_LIMIT",
-                                   max(args.threads + 256, DEFAULT_CONNECTION_LIMIT))
-    args.header_timeout = _seconds(args.header_timeout, env, "IAC_CODE_AGUI_HEADER_TIMEOUT", DEFAULT_HEADER_TIMEOUT)
+    args.connection_limit = flag_or_env(args.connection_limit, env, "IAC_CODE_AGUI_CONNECTION_LIMIT",
+                                        max(args.threads + 256, DEFAULT_CONNECTION_LIMIT), _POSITIVE_COUNT)
+    args.header_timeout = flag_or_env(args.header_timeout, env, "IAC_CODE_AGUI_HEADER_TIMEOUT",
+                                      DEFAULT_HEADER_TIMEOUT, positive_seconds)
     heartbeat = args.heartbeat_interval if args.heartbeat_interval > 0 else DEFAULT_HEARTBEAT
-    args.stall_timeout = _seconds(args.stall_timeout, env, "IAC_CODE_AGUI_STALL_TIMEOUT", 2 * heartbeat)
+    args.stall_timeout = flag_or_env(args.stall_timeout, env, "IAC_CODE_AGUI_STALL_TIMEOUT", 2 * heartbeat,
+                                     positive_seconds)
 
 
 def configure_logging(debug: bool, to_stdout: bool) -> None:
