@@ -1,8 +1,8 @@
 """One immutable settings object shared by the app, the CLI and embedders.
 
-Embedders build ``Settings(...)`` directly; the CLI fills it from flags and ``IAC_CODE_AGUI_*`` variables
-(``Settings.from_env`` gives the environment-only view).  Everything that reads the environment does it
-here, once, so the rest of the code never looks at ``os.environ``.
+Embedders build ``Settings(...)`` directly; the CLI (and the gunicorn app factory) fills it from flags and
+``IAC_CODE_AGUI_*`` variables.  Only those entry points and the defaults here (state directory, workspace
+roots) read the environment, so the rest of the server never looks at ``os.environ``.
 """
 import dataclasses
 import ipaddress

@@ -8,15 +8,15 @@ import uuid
 import pytest
 
 from iaccode_agui import __version__
-from iaccode_agui.a2a import client as client_mod
+from iaccode_agui.a2a import stream as stream_mod
 from iaccode_agui.a2a.client import (
     A2AClient,
     A2ARpcError,
     A2AUnavailable,
     SessionBackupNotReady,
     SessionLost,
-    _shutdown_socket,
 )
+from iaccode_agui.a2a.stream import _shutdown_socket
 from tests.upstream_fakes import RESULTS, TASK, TOKEN, FakeUpstream, serve_wsgi
 
 
@@ -268,8 +268,8 @@ def test_reader_without_read1_uses_chunked_reads(client, monkeypatch):
         def read_chunked(self, *args, **kwargs):
             return self._raw.read_chunked(*args, **kwargs)
 
-    original = client_mod.body_reader
-    monkeypatch.setattr(client_mod, "body_reader", lambda raw, size: original(NoRead1(raw), size))
+    original = stream_mod.body_reader
+    monkeypatch.setattr(stream_mod, "body_reader", lambda raw, size: original(NoRead1(raw), size))
     assert list(_stream(client, "normal")) == RESULTS
 
 

@@ -1,0 +1,264 @@
+"""One streaming JSON-RPC call to the A2A runtime, read event by event.
+
+Streams are read with ``raw.read1()`` into our own SSE decoder rather than ``iter_lines()``: ``read1``
+returns as soon as any bytes arrive whatever the body framing, so each upstream event is forwarded
+immediately, and it keeps text decoding (and its ISO-8859-1 guess for ``text/event-stream``) out of
+``requests``' hands.
+"""
+import json
+import socket
+import threading
+from collections import deque
+from http.client import HTTPException
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional
+
+import requests
+from urllib3.exceptions import HTTPError as Urllib3HTTPError
+from urllib3.exceptions import ReadTimeoutError
+
+from iaccode_agui.a2a.errors import A2AError, A2ATimeout, A2AUnavailable, rpc_error, rpc_result
+from iaccode_agui.a2a.sse import SSEDecodeError, SSEDecoder
+
+_READ_SIZE = 65536
+_loads = json.JSONDecoder().decode   # json.loads minus its per-call type checks and keyword handling
+# A stream the caller stops reading is drained this far (bytes, seconds) so that its connection can go back
+# to the pool: the end of the body normally arrives with the last event, so this almost never waits.
+_DRAIN_BYTES = 65536
+_DRAIN_SECONDS = 0.02
+# Everything a broken or timed-out body read can raise, across requests/urllib3/http.client versions.
+STREAM_ERRORS = (requests.RequestException, Urllib3HTTPError, HTTPException, OSError, ValueError)
+
+
+def _shutdown_socket(resp: Any) -> bool:
+    """Shut down the socket under a streaming response so a read blocked in another thread returns now.
+
+    ``Response.close()`` from another thread does not wake a blocked read (and races with it); a socket
+    shutdown does.  The http.client response is consulted first because it drops its socket reference as
+    soon as the body ends, *before* urllib3 hands the connection back to the pool, so a stream that has
+    already ended never shuts down a pooled connection another request may be using.  Returns whether a
+    socket was shut down; never raises.
+    """
+    raw = getattr(resp, "raw", resp)
+    try:
+        fp_resp = getattr(raw, "_fp", None)  # http.client.HTTPResponse (urllib3 1.26 and 2.x)
+        if fp_resp is not None and hasattr(fp_resp, "fp"):
+            buffered = fp_resp.fp
+            if buffered is None:
+                return False  # body already ended; the connection may belong to the pool now
+            sock = getattr(getattr(buffered, "raw", None), "_sock", None)
+            if sock is None:
+                return False
+            return _shutdown(sock)
+        conn = getattr(raw, "_connection", None) or getattr(raw, "connection", None)
+        sock = getattr(conn, "sock", None)
+        if sock is not None:
+            return _shutdown(sock)
+        public = getattr(raw, "shutdown", None)  # urllib3 >= 2.3
+        if callable(public):
+            public()
+            return True
+    except Exception:  # private attributes may change shape; the public API raises once released
+        return False
+    return False
+
+
+def _shutdown(sock: Any) -> bool:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+        return True
+    except (OSError, AttributeError):
+        return False
+
+
+def body_reader(raw: Any, size: int) -> Callable[[], bytes]:
+    """Return a callable giving the next bytes of the body as soon as any arrive (b"" at the end).
+
+    ``iter_content`` would hold bytes back until EOF on a close-delimited (HTTP/1.0) body; this never does.
+    """
+    read1 = getattr(raw, "read1", None)
+    if callable(read1):
+        return lambda: read1(size, decode_content=True)
+    # urllib3 < 2 has no read1: iterate chunks of a chunked body, or read1 the http.client response.
+    if getattr(raw, "chunked", False) and raw.supports_chunked_reads():
+        chunks = raw.read_chunked(size, decode_content=True)
+        return lambda: next(chunks, b"")
+    return lambda: raw._fp.read1(size)
+
+
+class A2AStream:
+    """Iterator over the ``result`` objects of one streaming JSON-RPC call.
+
+    After ``abort()`` (from any thread) iteration simply stops: the caller asked for it, so the broken read
+    it causes is not an error; ``aborted`` tells the two endings apart.  Any other break raises
+    ``A2AUnavailable``; an error frame raises ``A2ARpcError``; both end the stream.
+    """
+
+    def __init__(
+        self,
+        resp: Optional[requests.Response],
+        rpc_id: str,
+        method: str,
+        *,
+        preset: Optional[List[Dict[str, Any]]] = None,
+        read_size: int = _READ_SIZE,
+    ) -> None:
+        self._resp = resp
+        self._rpc_id = rpc_id
+        self._method = method
+        self._lock = threading.Lock()
+        self._aborted = False
+        self._done = resp is None
+        self._results: Deque[Dict[str, Any]] = deque(preset or ())
+        self._events: Deque[Any] = deque()
+        self._decoder = SSEDecoder()
+        self._read = body_reader(resp.raw, read_size) if resp is not None else None
+        self.frames = len(self._results)
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted
+
+    @property
+    def comments(self) -> int:
+        """Keep-alive comments seen so far (the runtime pings every 15 s)."""
+        return self._decoder.comments
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        return self
+
+    def __enter__(self) -> "A2AStream":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __next__(self) -> Dict[str, Any]:
+        while True:
+            if self._aborted:
+                self._finish()
+                raise StopIteration
+            if self._results:
+                return self._results.popleft()
+            if self._events:
+                result = self._frame(self._events.popleft())
+                if result is not None:
+                    return result
+                continue
+            if self._done:
+                raise StopIteration
+            self._fill()
+
+    def _fill(self) -> None:
+        try:
+            chunk = self._read()
+        except STREAM_ERRORS as exc:
+            self._finish()
+            if self._aborted:
+                raise StopIteration from None
+            if isinstance(exc, (ReadTimeoutError, socket.timeout, requests.Timeout)) or "timed out" in str(exc):
+                raise A2ATimeout("%s: read timeout while streaming from the A2A runtime" % self._method) from exc
+            raise A2AUnavailable("%s: the A2A stream broke off: %s" % (self._method, exc)) from exc
+        if not chunk:
+            truncated = self._decoder.has_pending
+            self._decoder.close()
+            self._finish()
+            if truncated and not self._aborted:
+                raise A2AUnavailable("%s: the A2A stream ended in the middle of an event" % self._method)
+            raise StopIteration
+        try:
+            self._events.extend(self._decoder.feed(chunk))
+        except SSEDecodeError as exc:
+            self._finish()
+            raise A2AUnavailable("%s: the A2A stream is not valid SSE: %s" % (self._method, exc)) from exc
+
+    def _frame(self, event: Any) -> Optional[Dict[str, Any]]:
+        """Turn one SSE event into a result, raising (and ending the stream) on an error frame."""
+        if event.event not in ("message", "error"):
+            return None  # not an A2A frame type; SSE consumers ignore event types they do not listen to
+        self.frames += 1
+        try:
+            body = _loads(event.data)
+        except ValueError as exc:
+            self._finish()
+            raise A2AUnavailable("%s: the A2A stream sent a frame that is not JSON" % self._method) from exc
+        if body.__class__ is dict and event.event == "message" and "error" not in body:
+            # The common frame, checked inline: a result object with our id (or none).
+            result = body.get("result")
+            echoed = body.get("id")
+            if result.__class__ is dict and (echoed is None or echoed == self._rpc_id):
+                return result
+        if event.event == "error" or (isinstance(body, dict) and "error" in body):
+            self._finish()
+            error = body.get("error") if isinstance(body, dict) else None
+            if error is None:
+                raise A2AUnavailable("%s: the A2A stream sent an error event without an error" % self._method)
+            raise rpc_error(error)
+        try:
+            return rpc_result(body, self._rpc_id, self._method)
+        except A2AError:
+            self._finish()
+            raise
+
+    def abort(self) -> None:
+        """Stop the stream from any thread, waking a read blocked in the owner thread.
+
+        Only the socket is touched here; releasing the response stays with the owner thread, because
+        closing it concurrently with a read corrupts urllib3's state.  The upstream task keeps running:
+        cancelling it is a separate ``CancelTask``.
+        """
+        with self._lock:  # serialised with _finish(), so the socket is never shut down after release
+            if self._aborted:
+                return
+            self._aborted = True
+            if not self._done and self._resp is not None:
+                _shutdown_socket(self._resp)
+
+    def close(self) -> None:
+        """Release the response (owner thread only; use ``abort()`` from other threads).
+
+        A stream read up to its last event but not to the end of its body still holds a connection that
+        could serve the next call: when the rest of the body is already there (or arrives within a few
+        milliseconds), it is read and the connection goes back to the pool instead of being closed, which
+        spares the next run a TCP connect and the runtime an accept.
+        """
+        if not self._done and not self._aborted and self._resp is not None:
+            self._drain_for_reuse(self._resp)
+        self._finish()
+
+    def _drain_for_reuse(self, resp: requests.Response) -> None:
+        raw = resp.raw
+        body = getattr(raw, "_fp", None)               # the http.client response under urllib3's
+        sock = getattr(getattr(getattr(body, "fp", None), "raw", None), "_sock", None)
+        read1 = getattr(body, "read1", None)
+        if sock is None or not callable(read1) or not callable(getattr(raw, "release_conn", None)) \
+                or getattr(body, "will_close", True):
+            return                                       # the server closes this connection anyway
+        try:
+            previous = sock.gettimeout()
+            sock.settimeout(_DRAIN_SECONDS)
+            try:
+                left = _DRAIN_BYTES
+                while left > 0 and not body.isclosed():
+                    chunk = read1(min(left, _READ_SIZE))
+                    if not chunk:
+                        break
+                    left -= len(chunk)
+            finally:
+                sock.settimeout(previous)
+        except (OSError, HTTPException, ValueError):
+            return                                       # not at its end in time: it will be closed
+        with self._lock:
+            if body.isclosed() and not self._aborted:
+                raw.release_conn()                       # the body ended cleanly; the socket is reusable
+
+    def _finish(self) -> None:
+        with self._lock:
+            self._done = True
+            resp, self._resp = self._resp, None
+        self._events.clear()
+        if resp is not None:
+            try:
+                resp.close()
+            except Exception:  # pragma: no cover - closing a broken response must not mask the real error
+                pass
+
