@@ -20,7 +20,8 @@ MAX_FUNCTION_LINES = 60
 IO_MODULES = frozenset({
     "socket", "ssl", "select", "selectors", "asyncio", "http", "urllib", "requests", "werkzeug", "waitress",
     "subprocess", "os", "shutil", "tempfile", "pathlib", "io", "threading", "multiprocessing", "logging",
-    "iaccode_agui.runs", "iaccode_agui.a2a.client", "iaccode_agui.a2a.stream", "iaccode_agui.a2a.sse", "iaccode_agui.state.store",
+    "iaccode_agui.runs", "iaccode_agui.a2a.client", "iaccode_agui.a2a.stream", "iaccode_agui.a2a.sse",
+    "iaccode_agui.state.store",
     "iaccode_agui.app", "iaccode_agui.serving", "iaccode_agui.cli", "iaccode_agui.client", "iaccode_agui.demo",
 })
 PROJECTOR_MUTATORS = frozenset({"clear", "update", "pop", "popitem", "add", "discard", "append", "extend",
