@@ -25,7 +25,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 import requests
@@ -43,7 +42,7 @@ from iaccode_agui.state.store import StateUnavailable, ThreadStore  # noqa: E402
 
 # Re-exported: the tests load only this file, by path, and use the plumbing through it.
 from crash_soak_procs import (  # noqa: E402,F401
-    TOKEN, AdapterProcess, Gate, Result, free_port, post_run, remember_session)
+    TOKEN, AdapterProcess, Gate, Result, free_port, post_run, remember_session, run_body)
 
 DOCUMENTED = ("EXECUTION_EXPIRED", "EXECUTION_LOST", "RESUME_ALREADY_APPLIED")
 TURNS = (("hello there", 2), ("please write a file", 3), ("write twice", 2), ("a question", 2), ("slow", 2))
@@ -91,14 +90,7 @@ class Soak:
         self.allowed_ok: List[str] = []                          # allowed and resumed: must have run once
 
     def body(self, thread: str, text: Optional[str], resume: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
-        body: Dict[str, Any] = {
-            "threadId": thread, "runId": "run-" + uuid.uuid4().hex[:12], "state": {}, "tools": [], "context": [],
-            "messages": [] if text is None else [{"id": uuid.uuid4().hex[:8], "role": "user", "content": text}],
-            "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "inv-" + thread,
-                                           "cwd": os.path.join(self.root, thread)}}}
-        if resume is not None:
-            body["resume"] = resume
-        return body
+        return run_body(self.root, thread, text, resume)
 
     def bump(self, name: str, by: int = 1) -> None:
         with self.lock:

@@ -5,18 +5,22 @@ its invariants read on their own, and a cut stream or a killed process is handle
 """
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
-import time
+import uuid
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import requests
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+if HERE not in sys.path:   # the tests load this file by path; its sibling must still import
+    sys.path.append(HERE)
+
+from deploy_procs import child_env, stop_process, wait_in_log  # noqa: E402
 TOKEN = "soak-upstream-token"
 
 
@@ -41,23 +45,15 @@ class AdapterProcess:
     def start(self, timeout: float = 20.0) -> str:
         self.starts += 1
         log_path = os.path.join(self.log_dir, "adapter-%03d.log" % self.starts)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("IAC_CODE_AGUI_")}
-        env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        env["IAC_CODE_AGUI_ALLOWED_CWDS"] = self.root
+        env = child_env({"IAC_CODE_AGUI_ALLOWED_CWDS": self.root})
         command = [sys.executable, "-m", "iaccode_agui", "--a2a-url", self.upstream, "--port", str(free_port()),
                    "--state-dir", self.state_dir, "--threads", "48", "--heartbeat-interval", "1",
                    "--drain-timeout", "5"] + (["--a2a-token", self.token] if self.token else []) + self.extra_args
         with open(log_path, "wb") as log:
             self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            with open(log_path, "rb") as handle:
-                found = re.search(rb"listening on (\S+)", handle.read())
-            if found:
-                self.url = found.group(1).decode().rstrip("/") + "/"
-                return self.url
-            time.sleep(0.02)
-        raise RuntimeError("the adapter did not start; see %s" % log_path)
+        found = wait_in_log(self.proc, log_path, rb"listening on (\S+)", timeout)
+        self.url = found.group(1).decode().rstrip("/") + "/"
+        return self.url
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -67,13 +63,7 @@ class AdapterProcess:
     def terminate(self, timeout: float = 20.0) -> Optional[int]:
         """SIGTERM must drain and exit 0; the exit status, or None when it had to be killed."""
         assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-            return None
+        return stop_process(self.proc, timeout)
 
 
 class Gate:
@@ -125,6 +115,19 @@ class Result:
     def session(self) -> Optional[Dict[str, Any]]:
         return next((e["value"] for e in self.events if e["type"] == "CUSTOM"
                      and e.get("name") == "iac-code.session.v1"), None)
+
+
+def run_body(root: str, thread: str, text: Optional[str],
+             resume: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
+    """A RunAgentInput for ``thread``, working in ``<root>/<thread>``: a new turn, or a resume when given."""
+    body: Dict[str, Any] = {
+        "threadId": thread, "runId": "run-" + uuid.uuid4().hex[:12], "state": {}, "tools": [], "context": [],
+        "messages": [] if text is None else [{"id": uuid.uuid4().hex[:8], "role": "user", "content": text}],
+        "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "inv-" + thread,
+                                       "cwd": os.path.join(root, thread)}}}
+    if resume is not None:
+        body["resume"] = resume
+    return body
 
 
 def post_run(session: requests.Session, url: str, body: Dict[str, Any], on_event: Any = None,

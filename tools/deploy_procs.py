@@ -43,7 +43,20 @@ def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     return env
 
 
-def _wait_in_log(proc: subprocess.Popen, path: str, pattern: bytes, timeout: float) -> "re.Match[bytes]":
+def stop_process(proc: subprocess.Popen, timeout: float = 20.0) -> Optional[int]:
+    """SIGTERM, then the exit status; None when it had to be killed after ``timeout`` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+            return None
+    return proc.returncode
+
+
+def wait_in_log(proc: subprocess.Popen, path: str, pattern: bytes, timeout: float) -> "re.Match[bytes]":
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with open(path, "rb") as handle:
@@ -72,22 +85,14 @@ class Process:
         return self.proc.pid
 
     def wait_for(self, pattern: bytes, timeout: float = 20.0) -> "re.Match[bytes]":
-        return _wait_in_log(self.proc, self.log_path, pattern, timeout)
+        return wait_in_log(self.proc, self.log_path, pattern, timeout)
 
     def log(self) -> str:
         with open(self.log_path, "rb") as handle:
             return handle.read().decode("utf-8", "replace")
 
     def stop(self, timeout: float = 20.0) -> Optional[int]:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-                return None
-        return self.proc.returncode
+        return stop_process(self.proc, timeout)
 
 
 class RuntimeProcess(Process):

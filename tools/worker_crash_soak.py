@@ -40,6 +40,7 @@ for path in (ROOT, HERE):
 
 from iaccode_agui.demo import DemoServer  # noqa: E402
 from iaccode_agui.state.store import ThreadStore  # noqa: E402
+from crash_soak_procs import run_body  # noqa: E402
 from deploy_procs import GunicornProcess, PinnedConnection, sse_events  # noqa: E402
 
 TOKEN = "worker-soak-token"
@@ -128,14 +129,7 @@ class Soak:
 
     # ---- one run, re-attached like the terminal client ------------------------------------------------
     def body(self, thread: str, text: Optional[str], resume: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
-        body: Dict[str, Any] = {
-            "threadId": thread, "runId": "run-" + uuid.uuid4().hex[:12], "state": {}, "tools": [], "context": [],
-            "messages": [] if text is None else [{"id": uuid.uuid4().hex[:8], "role": "user", "content": text}],
-            "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "inv-" + thread,
-                                           "cwd": os.path.join(self.root, thread)}}}
-        if resume is not None:
-            body["resume"] = resume
-        return body
+        return run_body(self.root, thread, text, resume)
 
     def bump(self, name: str, by: int = 1) -> None:
         with self.lock:
