@@ -5,14 +5,20 @@ does (both directions closed, no HTTP-level goodbye) while new connections keep 
 """
 import socket
 import threading
-from typing import List, Tuple
+from typing import Callable, List, Optional, Tuple
 
 MAX_CONNECTIONS = 64
 
 
 class TcpRelay:
-    def __init__(self, target_host: str, target_port: int) -> None:
+    """``cut_first_when``, if given, sees what the first connection has sent the client so far after each
+    chunk; when it says so, that connection is cut right there (a break at a chosen point of a stream)."""
+
+    def __init__(self, target_host: str, target_port: int,
+                 cut_first_when: Optional[Callable[[bytes], bool]] = None) -> None:
         self.target = (target_host, target_port)
+        self.cut_first_when = cut_first_when
+        self.connections = 0
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind(("127.0.0.1", 0))
@@ -43,16 +49,27 @@ class TcpRelay:
             upstream.settimeout(None)
             with self._lock:
                 self.pairs.append((client, upstream))
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, sink, (client, upstream)), daemon=True).start()
+                self.connections += 1
+                watch = self.cut_first_when if self.connections == 1 else None
+            pair = (client, upstream)
+            for source, sink, check in ((client, upstream, None), (upstream, client, watch)):
+                threading.Thread(target=self._pump, args=(source, sink, pair, check), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket, pair: Tuple[socket.socket, socket.socket]) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, pair: Tuple[socket.socket, socket.socket],
+              check: Optional[Callable[[bytes], bool]]) -> None:
+        seen = b""
         try:
             while True:
                 data = source.recv(65536)
                 if not data:
                     break
                 sink.sendall(data)
+                if check is not None:
+                    seen += data
+                    if check(seen):
+                        with self._lock:
+                            self.cuts += 1
+                        break
         except OSError:
             pass
         self._drop(pair)
@@ -78,6 +95,10 @@ class TcpRelay:
         return len(pairs)
 
     def close(self) -> None:
+        """Stop relaying; the connections closed here are not counted as cuts."""
         self._closed = True
         self.listener.close()
-        self.cut()
+        with self._lock:
+            pairs = list(self.pairs)
+        for pair in pairs:
+            self._drop(pair)
