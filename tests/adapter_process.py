@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import requests
 
 from iaccode_agui.upstream import free_loopback_port
-from tests.agui_checker import parse_sse
+from tests.agui_checker import check_sequence, parse_sse
 
 
 class AdapterProcess:
@@ -62,3 +62,18 @@ def read_then_kill(process: AdapterProcess, response: Any, marker: bytes, count:
     response.close()
     seen, ids, _ = parse_sse(raw[:raw.rindex(b"\n\n") + 2])
     return seen, ids
+
+
+def reattach_rest(successor: Any, body: Dict[str, Any], seen: List[Dict[str, Any]], ids: List[Optional[int]],
+                  timeout: float = 30.0) -> List[Dict[str, Any]]:
+    """Re-attach to ``successor`` after the last id seen; returns the whole run (what was seen + the rest).
+
+    The rest must carry on the ids without a gap, and the whole must be one well-formed AG-UI run.
+    """
+    answer = successor.post(body, headers={"Last-Event-ID": str(ids[-1])}, timeout=timeout)
+    assert answer.status_code == 200, answer.text
+    rest, rest_ids, _ = parse_sse(answer.content)
+    assert rest_ids == list(range(ids[-1] + 1, ids[-1] + 1 + len(rest)))
+    whole = seen + rest
+    check_sequence(whole)
+    return whole

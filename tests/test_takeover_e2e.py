@@ -11,7 +11,7 @@ import pytest
 
 from iaccode_agui.demo import DemoServer
 from iaccode_agui.runs import logformat
-from tests.adapter_process import AdapterProcess, post_run, read_then_kill, run_body
+from tests.adapter_process import AdapterProcess, post_run, reattach_rest, read_then_kill, run_body
 from tests.agui_checker import check_sequence, parse_sse
 from tests.harness import SSEReader, session_of, text_of, wait_for
 
@@ -64,12 +64,7 @@ def test_a_killed_owner_s_run_is_adopted_and_the_reattach_gets_the_rest(adapter_
                                                                           workspace):
     state_dir, body, seen, ids = _crash_mid_run(quick_demo, tmp_path, workspace, "crash-1")
     successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token)
-    answer = successor.post(body, headers={"Last-Event-ID": str(ids[-1])}, timeout=30)
-    assert answer.status_code == 200, answer.text
-    rest, rest_ids, _ = parse_sse(answer.content)
-    assert rest_ids == list(range(ids[-1] + 1, ids[-1] + 1 + len(rest)))
-    whole = seen + rest
-    check_sequence(whole)
+    whole = reattach_rest(successor, body, seen, ids)
     assert text_of(whole) == SLOW_TEXT
     assert [e["type"] for e in whole].count("RUN_FINISHED") == 1 and whole[-1]["type"] == "RUN_FINISHED"
     assert wait_for(lambda: successor.app.manager.active_count() == 0, 5)

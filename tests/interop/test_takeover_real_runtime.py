@@ -6,8 +6,7 @@ plus what the re-attach brings) must equal the text of the same turn run without
 """
 import uuid
 
-from tests.adapter_process import AdapterProcess, post_run, read_then_kill, run_body
-from tests.agui_checker import check_sequence, parse_sse
+from tests.adapter_process import AdapterProcess, post_run, reattach_rest, read_then_kill, run_body
 from tests.harness import Adapter, text_of
 
 
@@ -30,12 +29,7 @@ def test_kill_9_mid_stream_then_reattach_reconstructs_the_whole_text(real_a2a, t
 
     successor = Adapter(real_a2a.url, real_a2a.token, state_dir, real_a2a.workspace)
     try:
-        answer = successor.post(body, headers={"Last-Event-ID": str(ids[-1])}, timeout=120)
-        assert answer.status_code == 200, answer.text
-        rest, rest_ids, _ = parse_sse(answer.content)
-        assert rest_ids == list(range(ids[-1] + 1, ids[-1] + 1 + len(rest)))
-        whole = seen + rest
-        check_sequence(whole)
+        whole = reattach_rest(successor, body, seen, ids, timeout=120)
         assert text_of(whole) == expected
         assert whole[-1]["type"] == "RUN_FINISHED" and whole[-1]["outcome"] == {"type": "success"}
         assert "agui_takeovers_total 1" in successor.app.metrics.render()
