@@ -298,13 +298,13 @@ def listen_address(args: argparse.Namespace, env: Mapping[str, str]) -> Tuple[st
         raise ConfigError("IAC_CODE_AGUI_PORT: expected a port number between 1 and 65535, got %r" % raw)
 
 
-def check_state_dir(state_dir: str) -> None:
+def check_state_dir(state_dir: str, what: str = "--state-dir") -> None:
     """Create the state directory if needed and prove it writable, before anything listens."""
     from iaccode_agui.state.store import StateError, ThreadStore
     try:
         ThreadStore(state_dir).check_writable()
     except StateError as exc:
-        raise ConfigError("--state-dir %s" % exc)
+        raise ConfigError("%s %s" % (what, exc)) from None
 
 
 def resolve_server_limits(args: argparse.Namespace, env: Mapping[str, str]) -> None:

@@ -93,6 +93,10 @@ def create_app(*argv: str, env: Optional[Mapping[str, str]] = None) -> WorkerApp
     settings = settings_from_args(argv, os.environ if env is None else env)
     if not logging.getLogger().handlers:   # the adapter's and access logs go to the worker's stderr
         cli.configure_logging("--debug" in argv, False)
+    # As at ``python -m iaccode_agui`` start-up: a worker booted on an unusable state directory would answer
+    # every run with 503 and leave the reason to the readiness probe.
+    cli.check_state_dir(settings.state_dir, "the state directory (--state-dir or IAC_CODE_AGUI_STATE_DIR) is "
+                                            "not usable:")
     log.info("worker %d: A2A runtime %s, state dir %s", os.getpid(), settings.a2a_url, settings.state_dir)
     return WorkerApp(AguiApp(settings))
 

@@ -301,3 +301,35 @@ def test_the_factory_application_refuses_a_single_threaded_server_in_process(tmp
         assert seen == ["200 OK"]
     finally:
         app.close(1)
+
+
+def test_the_factory_checks_the_state_directory_before_serving(tmp_path):
+    """As ``python -m iaccode_agui`` does at start-up: created 0700, a probe written, else a clear refusal."""
+    env = {"IAC_CODE_AGUI_A2A_URL": "http://127.0.0.1:9/", "IAC_CODE_AGUI_STATE_DIR": str(tmp_path / "new" / "st")}
+    create_app(env=env).close(1.0)
+    assert os.stat(str(tmp_path / "new" / "st")).st_mode & 0o777 == 0o700
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    env["IAC_CODE_AGUI_STATE_DIR"] = str(blocker / "state")
+    with pytest.raises(ConfigError) as caught:
+        create_app(env=env)
+    message = str(caught.value)
+    assert str(blocker / "state") in message and "Not a directory" in message
+    assert "IAC_CODE_AGUI_STATE_DIR" in message
+
+
+def test_the_recipe_keeps_gunicorn_s_control_socket_out_of_home(deployment, tmp_path):
+    """gunicorn 25.1+ opens a control socket in $XDG_RUNTIME_DIR or ~/.gunicorn by default; the recipe
+    turns it off, so a shared host gets no socket in a user's home (older gunicorn ignores the setting)."""
+    home, runtime_dir = tmp_path / "home", tmp_path / "xdg"
+    home.mkdir()
+    runtime_dir.mkdir()
+    env = dict(deployment.env, HOME=str(home), XDG_RUNTIME_DIR=str(runtime_dir),
+               IAC_CODE_AGUI_STATE_DIR=str(tmp_path / "state"))
+    server = procs.GunicornProcess(str(tmp_path), env, workers=1, config=procs.RECIPE)
+    try:
+        found = [os.path.join(d, f) for d in (str(home), str(runtime_dir)) for d, _, files in os.walk(d)
+                 for f in files]
+        assert found == [], found
+    finally:
+        assert server.stop() == 0

@@ -25,7 +25,6 @@ NGINX_TEMPLATE = os.path.join(DEPLOY, "nginx.conf")
 
 PROBE_HOOK = '''
 exec(compile(open(%(recipe)r).read(), %(recipe)r, "exec"))
-control_socket_disable = True   # gunicorn 24+: several test servers must not share ~/.gunicorn's socket
 
 
 def pre_request(worker, req):

@@ -18,6 +18,9 @@ Every choice below follows from one fact: an SSE stream holds its worker thread 
 * ``graceful_timeout``: on SIGTERM or a reload a worker stops accepting and lets its streams finish this
   long; then ``worker_exit`` cancels what is left, cleanly (each client gets its ``RUN_ERROR``).
 * ``keepalive``: long enough for a proxy's pooled upstream connections.
+* ``control_socket_disable``: gunicorn 25.1+ otherwise opens a control socket in ``$XDG_RUNTIME_DIR`` or
+  ``~/.gunicorn/``; nothing here uses it, and on a shared host a service should not leave sockets in a home
+  directory.  Older gunicorn ignores the setting.
 
 Environment knobs read here: ``AGUI_GUNICORN_THREADS`` (default 64), ``AGUI_HEARTBEAT`` (seconds,
 default 15; the adapter's ``--heartbeat-interval``) and ``AGUI_ADAPTER_ARGS`` (more flags of
@@ -35,6 +38,7 @@ workers = 2
 timeout = max(120, int(heartbeat * 4))
 graceful_timeout = 30
 keepalive = 75
+control_socket_disable = True
 worker_connections = threads + 256
 adapter_args = ["--max-active-runs", str(max(1, threads - 8)), "--heartbeat-interval", str(heartbeat)]
 adapter_args += shlex.split(os.environ.get("AGUI_ADAPTER_ARGS", ""))
