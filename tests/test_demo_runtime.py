@@ -15,7 +15,7 @@ import requests
 from iaccode_agui.demo import SCENARIOS, DemoServer
 from iaccode_agui.demo.tools import DENIAL_RESULT
 from tests.demo_runtime_helpers import (
-    Stream, answer_permission, headers, iac, message, rpc, rpc_error, start, state, texts, tool_signals, turn,
+    TOKEN, Stream, answer_permission, headers, iac, message, rpc, rpc_error, start, state, texts, tool_signals, turn,
     wait_for)
 from tests.demo_runtime_helpers import server, workspace  # noqa: F401  (fixtures: pytest finds them by these names)
 
@@ -259,3 +259,26 @@ def test_scenarios_are_documented() -> None:
     assert {"default", "write", "write twice", "bash", "tool", "question", "slow", "fail", "retryable", "firehose",
             "sleep", "garbage", "truncate", "rpcerror", "wrongtask", "wrongcontext", "hang", "die"} <= set(SCENARIOS)
     assert all(isinstance(text, str) and text and "\n" not in text for text in SCENARIOS.values())
+
+
+def test_stop_closes_sockets_only_after_every_stream_thread_has_left(workspace: str) -> None:
+    """A worker thread still serving a stream when the loop closes the sockets and the trigger pipe writes
+    to a closed (or meanwhile reused) descriptor: EBADF in the teardown of any test that stops mid-stream."""
+    srv = DemoServer.start(token=TOKEN, ping_interval=0.2, slow_interval=0.05, allowed_cwds=[workspace])
+    server = srv._server
+    threads_at_close = []
+    close = server.trigger._close
+
+    def recording_close() -> None:
+        threads_at_close.append(sum(1 for thread in server.task_dispatcher.threads))
+        close()
+
+    server.trigger._close = recording_close
+    streams = [rpc(srv, "SendStreamingMessage", message("slow", context_id="ctx-stop-%d" % i), stream=True)
+               for i in range(4)]
+    for response in streams:
+        next(response.iter_lines())   # each stream is being served by a worker thread now
+    srv.stop()
+    for response in streams:
+        response.close()
+    assert threads_at_close == [0]

@@ -55,17 +55,22 @@ class DemoServer:
         return cls(runtime, server, thread, "http://%s:%s/" % (url_host, bound_port))
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop producers and streams first (so worker threads free up), then the sockets and the loop."""
+        """Stop producers and streams, then the worker threads, then the sockets and the loop.
+
+        The order matters: a worker thread still serving a stream when the sockets close writes to its
+        channel and pulls the loop's trigger pipe, both closed by then (EBADF), or already reused for some
+        other file.  The loop keeps flushing while the threads finish their last writes.
+        """
         with self._stop_lock:
             if self._stopped:
                 return
             self._stopped = True
         self.runtime.shutdown(timeout)
         server = self._server
+        server.task_dispatcher.shutdown(timeout=timeout)
         # Closing sockets must happen on the loop thread; the trigger runs the thunk there.
         server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
         self._thread.join(timeout)
-        server.task_dispatcher.shutdown(timeout=timeout)
 
     def __enter__(self) -> "DemoServer":
         return self
