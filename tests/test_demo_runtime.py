@@ -282,3 +282,16 @@ def test_stop_closes_sockets_only_after_every_stream_thread_has_left(workspace: 
     for response in streams:
         response.close()
     assert threads_at_close == [0]
+
+
+def test_stop_still_ends_the_loop_when_its_wake_up_pipe_was_closed_underneath(workspace: str) -> None:
+    """A descriptor closed twice elsewhere in the process can be the loop's trigger pipe; stop must still
+    end the loop and free the port instead of raising EBADF."""
+    srv = DemoServer.start(token=TOKEN, allowed_cwds=[workspace])
+    assert requests.get(srv.url + "health", timeout=5).status_code == 401   # it serves
+    for fd in list(srv._server.trigger._fds):
+        os.close(fd)
+    srv.stop(timeout=5)
+    assert not srv._thread.is_alive()
+    with pytest.raises(requests.ConnectionError):
+        requests.get(srv.url + "health", timeout=2)

@@ -157,7 +157,9 @@ def test_a_failing_log_is_given_up_and_memory_replay_goes_on(store):
     channel = RunChannel(10, 100, run_log=writer)
     sub = channel.attach()
     channel.publish(_event(0))
-    os.close(writer._fd)                     # the next write fails like a full or vanished disk
+    full = os.open("/dev/full", os.O_WRONLY)   # the next write fails like a full disk (ENOSPC); closing the
+    os.dup2(full, writer._fd)                  # descriptor instead made the log's own close a second close of
+    os.close(full)                             # a number another thread may have been given meanwhile
     channel.publish(_event(1))
     assert channel.log_path is None and not os.path.exists(writer.path)
     channel.detach(sub)

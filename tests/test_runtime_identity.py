@@ -17,6 +17,7 @@ def test_registry_sees_live_processes_and_forgets_dead_ones(tmp_path):
     assert first.conflicts_with("http://127.0.0.1:2/") and not first.conflicts_with("http://127.0.0.1:1/")
     assert not first.conflicts_with(None)
     os.close(second._fd)          # the process dies: its lock goes, its entry stays behind
+    second._fd = None             # (and nothing closes that number a second time)
     assert first.live_runtimes() == {"http://127.0.0.1:1/"}
     assert sorted(os.listdir(first.directory)) == [thread_file_stem("host:1:a") + ".json"]
     assert not first.conflicts_with("http://127.0.0.1:2/")

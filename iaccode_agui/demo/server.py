@@ -3,6 +3,7 @@
 Every open stream holds one waitress worker thread, so the pool is sized for many concurrent streams, and
 ``channel_request_lookahead`` is on so a stream notices a vanished client while it is silent.
 """
+import contextlib
 import logging
 import threading
 from typing import Any, Optional
@@ -18,6 +19,7 @@ DEFAULT_THREADS = 160
 # its client goes away; under waitress's shared "waitress" logger that showed up as a second "Client
 # disconnected" line next to the adapter's own.
 HTTP_LOGGER = "iaccode_agui.demo.http"
+log = logging.getLogger("iaccode_agui.demo")
 
 
 class _RuntimeChannel(HTTPChannel):
@@ -69,7 +71,18 @@ class DemoServer:
         server = self._server
         server.task_dispatcher.shutdown(timeout=timeout)
         # Closing sockets must happen on the loop thread; the trigger runs the thunk there.
-        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+        try:
+            server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+        except OSError as exc:
+            # The wake-up pipe is gone already (something else in this process closed its descriptor):
+            # empty the map so the loop ends at its next poll, then close what it served from here.
+            log.warning("demo runtime: its loop's wake-up pipe is already closed (%s); stopping by its map", exc)
+            dispatchers = list(server._map.values())
+            server._map.clear()
+            self._thread.join(timeout)
+            for dispatcher in dispatchers:
+                with contextlib.suppress(OSError):
+                    dispatcher.close()
         self._thread.join(timeout)
 
     def __enter__(self) -> "DemoServer":
