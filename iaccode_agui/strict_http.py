@@ -68,8 +68,9 @@ class StrictRequestParser(HTTPRequestParser):
         if self.error is not None and not isinstance(self.error, _Refusal):
             self.error = self._refusal_for(self.error)
         elif self.headers_finished and not self.completed and self._lacks_credentials():
-            self.error = _Refusal("UNAUTHORIZED", errors.MSG_UNAUTHORIZED, self._language(),
-                                  (("WWW-Authenticate", "Bearer"),))
+            # The AgentCore routes also take an API key: say so, as the application's own refusal does.
+            message = errors.MSG_UNAUTHORIZED_API_KEY if self.path.startswith("/ag-ui/") else errors.MSG_UNAUTHORIZED
+            self.error = _Refusal("UNAUTHORIZED", message, self._language(), (("WWW-Authenticate", "Bearer"),))
             self.completed = True
         if self.error is not None:
             self.expect_continue = False

@@ -71,7 +71,7 @@ class AgentCoreRoutes:
                 self.app.release_stream()
                 raise
         except AguiError as exc:
-            raise self._mapped(exc, thread_id)
+            raise self._mapped(exc, thread_id, request)
         return self.app.stream_response(request, info, run, sub, headers=[(SESSION_HEADER, run.thread_id)])
 
     def _open(self, request: Request, info: Dict[str, Any], attach: Any, run_request: Any) -> Any:
@@ -99,7 +99,7 @@ class AgentCoreRoutes:
             info["thread"], info["run"] = thread_id, run_id
             stop_run(self.manager, thread_id, run_id)
         except AguiError as exc:
-            raise self._mapped(exc, thread_id)
+            raise self._mapped(exc, thread_id, request)
         response = Response(status=204)
         response.headers[SESSION_HEADER] = thread_id
         return response
@@ -133,8 +133,11 @@ class AgentCoreRoutes:
                             params={"limit": inputs.format_bytes(limit)})
 
     @staticmethod
-    def _mapped(exc: AguiError, thread_id: Optional[str]) -> AguiError:
+    def _mapped(exc: AguiError, thread_id: Optional[str], request: Request) -> AguiError:
+        """The AgentCore form of a refusal, echoing the session: the body's thread, else (a body that could
+        not be read) the client's own header, so a router keyed on it still sees every answer."""
         mapped = errors.agentcore_error(exc)
-        if thread_id is not None and inputs.is_identifier(thread_id):
-            mapped.headers[SESSION_HEADER] = thread_id
+        session = thread_id if thread_id is not None else request.headers.get(SESSION_HEADER)
+        if session is not None and inputs.is_identifier(session):
+            mapped.headers[SESSION_HEADER] = session
         return mapped

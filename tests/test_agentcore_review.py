@@ -1,0 +1,42 @@
+"""Edges of the AgentCore routes found by an adversarial review: each test failed before its fix."""
+import json
+
+import requests
+from werkzeug.test import Client
+
+from iaccode_agui import errors
+from iaccode_agui.app import AguiApp
+from iaccode_agui.config import Settings
+from tests.agentcore_helpers import ac_body
+
+SESSION = "X-AgentCore-Session-ID"
+
+
+def test_a_refused_key_on_the_agentcore_routes_names_x_api_key_at_the_http_layer_too(adapter_factory, workspace):
+    """The server refuses a request whose head lacks credentials before reading its body; on the AgentCore
+    routes that answer must say what those routes accept (the API key), as the application's own does."""
+    adapter = adapter_factory(auth_token="tok", default_cwd=workspace)
+    for path in ("ag-ui/agent", "ag-ui/agent/stop"):
+        headers = {"Content-Type": "application/json", "x-api-key": "wrong", SESSION: "session-001"}
+        response = requests.post(adapter.url + path, data=json.dumps(ac_body()), timeout=10, headers=headers)
+        assert response.status_code == 401
+        assert response.json()["error"] == {"code": "UNAUTHORIZED", "message": errors.MSG_UNAUTHORIZED_API_KEY}
+    response = requests.post(adapter.url, data=json.dumps(ac_body()), timeout=10,
+                             headers={"Content-Type": "application/json", "Authorization": "Bearer wrong"})
+    assert response.json()["error"]["message"] == errors.MSG_UNAUTHORIZED
+
+
+def test_every_agentcore_answer_echoes_the_session_header_even_when_the_body_is_unreadable(tmp_path, workspace):
+    app = AguiApp(Settings(a2a_url="http://127.0.0.1:9/", state_dir=str(tmp_path / "state"),
+                           allowed_cwds=(workspace,), default_cwd=workspace))
+    try:
+        client = Client(app)
+        for data, content_type, code in ((b'{"threadId": "session-001"', "application/json", "INVALID_JSON"),
+                                         (b"{}", "text/plain", "UNSUPPORTED_MEDIA_TYPE"),
+                                         (b"[1]", "application/json", "INVALID_AG_UI_REQUEST")):
+            for path in ("/ag-ui/agent", "/ag-ui/agent/stop"):
+                response = client.post(path, data=data, content_type=content_type, headers={SESSION: "session-001"})
+                assert response.status_code in (400, 415), (path, response.status_code)
+                assert response.headers.get(SESSION) == "session-001", (path, code, response.get_json())
+    finally:
+        app.close(0)
