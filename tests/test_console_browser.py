@@ -228,6 +228,8 @@ def test_hello_renders_text_session_and_usage(page):
     assert "Reasoning" in page.transcript()
     assert page.find("session-panel").text.count("execution") == 1
     assert "total tokens\n124" in page.find("usage-panel").text
+    assert "agentcore.usage" not in page.transcript()            # the same figures as RUN_FINISHED.usage
+    assert "agentcore.usage" in page.find("event-log").get_attribute("textContent")
     assert page.driver.find_element(By.CSS_SELECTOR, "#thread-list li.current").text.startswith("hello")
     page.shot("hello")
     page.assert_same_origin()
@@ -446,6 +448,38 @@ def test_language_picker_sends_accept_language(page):
     Select(page.find("language")).select_by_value("fr")
     page.send("hello")
     status = page.settled()
-    assert status == "Error INVALID_AG_UI_REQUEST: %s" % french, status
+    assert status == "Erreur INVALID_AG_UI_REQUEST : %s" % french, status     # the console's label too
     Select(page.find("language")).select_by_value("")
+    page.assert_same_origin()
+
+
+def test_language_picker_translates_the_console_labels(page):
+    with open(os.path.join(os.path.dirname(errors.__file__), "static", "i18n.json"), encoding="utf-8") as handle:
+        catalog = json.load(handle)
+    page.open()
+    page.send("hello")
+    assert page.settled() == "Finished: success."
+    english = {"send": "Send", "new-thread": "New thread", "threads-title": "Threads", "cancel": "Cancel run"}
+    assert {key: page.find(key).text for key in english} == english
+    for language, send in (("fr", "Envoyer"), ("ja", "送信"), ("de", "Senden"), ("zh", "发送"), ("es", "Enviar"),
+                           ("pt", "Enviar")):
+        Select(page.find("language")).select_by_value(language)
+        table = catalog[language]
+        assert page.find("send").text == send == table["Send"]
+        for key, text in english.items():
+            assert page.find(key).text == table[text], (language, key)
+        assert page.find("message").get_attribute("placeholder") == table[
+            "Say hello, or try: please write a file · question · slow · pipeline (with run mode pipeline)"]
+        assert page.find("transcript").get_attribute("aria-label") == table["Conversation"]
+        assert page.driver.execute_script("return document.documentElement.lang") == language
+        assert page.driver.title == table["iaccode_agui console"]
+        assert table["total tokens"] in page.find("usage-panel").text          # panels follow the switch
+        page.wait(lambda: page.find("server-status").text.startswith(table["server {version} · {status}"][:3]),
+                  "the server status in %s" % language)
+    page.driver.refresh()                                                      # the choice is kept
+    page.wait(lambda: page.find("send").text == "Enviar" and page.status() == catalog["pt"]["Idle"], "the reload")
+    assert catalog["pt"]["You"] in page.transcript()       # the replayed history is labelled in Portuguese too
+    page.shot("portuguese")
+    Select(page.find("language")).select_by_value("")      # headless Chromium's own language is English
+    assert {key: page.find(key).text for key in english} == english
     page.assert_same_origin()

@@ -36,7 +36,7 @@ def test_page_and_assets_carry_csp_nosniff_and_revalidating_cache_headers(tmp_pa
     assert '<script type="module" src="/console/app.js"></script>' in html
     assert c.get("/console/").get_data() == page.get_data()
     for name in ("app.js", "sse.js", "patch.js", "stream.js", "forms.js", "render.js", "panels.js", "dom.js",
-                 "store.js", "console.css", "favicon.svg"):
+                 "store.js", "history.js", "i18n.js", "i18n.json", "console.css", "favicon.svg"):
         response = c.get("/console/" + name)
         assert response.status_code == 200, name
         assert response.headers["Content-Security-Policy"].startswith("default-src 'self'")
@@ -44,6 +44,7 @@ def test_page_and_assets_carry_csp_nosniff_and_revalidating_cache_headers(tmp_pa
         assert again.status_code == 304 and again.get_data() == b"", name
     assert c.get("/console/app.js").mimetype == "text/javascript"
     assert c.get("/console/console.css").mimetype == "text/css"
+    assert c.get("/console/i18n.json").mimetype == "application/json"
 
 
 def test_unknown_assets_and_methods_are_json_errors(tmp_path):

@@ -198,7 +198,7 @@ function tick() {
 function answer(event) {
   event.preventDefault();
   try {
-    if (ui.forms.some((f) => f.expired)) throw new AnswerError("this request has expired; start a new turn");
+    if (ui.forms.some((f) => f.expired)) throw new AnswerError(t("this request has expired; start a new turn"));
     const resume = ui.forms.map((f) => f.collect());
     startRun(null, resume);
   } catch (error) {

@@ -6,6 +6,7 @@
 // the payload against the schema; these forms only make the valid answers easy to give.
 
 import { el, definitions, pretty } from "./dom.js";
+import { t } from "./i18n.js";
 
 let formCounter = 0;
 
@@ -37,8 +38,8 @@ function alternative(schema, labels) {
     }
   }
   const fields = fieldsOf(schema, new Set(Object.keys(fixed)));
-  if (!label) label = fields.length === 1 && fields[0].name === "freeText" ? "Another answer (free text)"
-    : `Answer with ${fields.map((f) => f.name).join(", ") || "nothing"}`;
+  if (!label) label = fields.length === 1 && fields[0].name === "freeText" ? t("Another answer (free text)")
+    : t("Answer with {fields}", { fields: fields.map((f) => f.name).join(", ") || t("nothing") });
   return { label, fixed, fields };
 }
 
@@ -57,7 +58,7 @@ export function choicesFor(schema, metadata = {}) {
   if (schema.type !== "object" || !schema.properties) return null;
   const required = fieldsOf(schema, new Set()).filter((f) => f.required);
   const enumField = required.length === 1 && Array.isArray(required[0].schema.enum) ? required[0] : null;
-  if (!enumField) return [{ label: "Answer", fixed: {}, fields: fieldsOf(schema, new Set()) }];
+  if (!enumField) return [{ label: t("Answer"), fixed: {}, fields: fieldsOf(schema, new Set()) }];
   const rest = fieldsOf(schema, new Set([enumField.name]));
   return enumField.schema.enum.map((value) => ({
     label: labels.get(String(value)) || String(value), fixed: { [enumField.name]: value }, fields: rest,
@@ -69,11 +70,11 @@ function fieldInput(field, id) {
   if (type === "boolean") return el("input", { type: "checkbox", id });
   if (type === "number" || type === "integer") return el("input", { type: "number", id, step: type === "integer" ? 1 : "any" });
   if (Array.isArray(field.schema.enum)) {
-    return el("select", { id }, el("option", { value: "", text: "(none)" }),
+    return el("select", { id }, el("option", { value: "", text: t("(none)") }),
       field.schema.enum.map((v) => el("option", { value: String(v), text: String(v) })));
   }
   if (type === "string") return el(field.name === "freeText" ? "textarea" : "input", { id, rows: 2, type: "text" });
-  return el("textarea", { id, rows: 3, placeholder: "JSON, e.g. {}" });
+  return el("textarea", { id, rows: 3, placeholder: t("JSON, e.g. {}") });
 }
 
 function readField(field, input) {
@@ -81,7 +82,7 @@ function readField(field, input) {
   if (type === "boolean") return input.checked;
   const raw = input.value.trim();
   if (raw === "") {
-    if (field.required) throw new AnswerError(`${field.name} is required`);
+    if (field.required) throw new AnswerError(t("{field} is required", { field: field.name }));
     return undefined;
   }
   if (type === "number" || type === "integer") return Number(raw);
@@ -89,7 +90,7 @@ function readField(field, input) {
   try {
     return JSON.parse(raw);
   } catch (error) {
-    throw new AnswerError(`${field.name} is not valid JSON: ${error.message}`);
+    throw new AnswerError(t("{field} is not valid JSON: {reason}", { field: field.name, reason: error.message }));
   }
 }
 
@@ -97,25 +98,28 @@ function context(interrupt) {
   const m = interrupt.metadata || {};
   const nodes = [];
   if (m.kind === "permission" || interrupt.reason === "tool_call") {
-    nodes.push(definitions([["tool", m.toolName], ["action", m.title], ["purpose", m.purpose], ["effect", m.effect],
-      ["target", m.target], ["read only", m.isReadOnly === undefined ? null : (m.isReadOnly ? "yes" : "no")],
-      ["summary", m.safeSummary]]));
+    nodes.push(definitions([[t("tool"), m.toolName], [t("action"), m.title], [t("purpose"), m.purpose],
+      [t("effect"), m.effect], [t("target"), m.target],
+      [t("read only"), m.isReadOnly === undefined ? null : (m.isReadOnly ? t("yes") : t("no"))],
+      [t("summary"), m.safeSummary]]));
   }
   const costly = (m.options || []).filter((o) => o && (o.summary || o.totalMonthlyCost !== undefined));
   if (costly.length) {
     nodes.push(el("ul", { class: "option-details" }, costly.map((o) => el("li", {},
       el("strong", { text: o.label || o.id }), o.summary ? ` — ${o.summary}` : "",
-      o.totalMonthlyCost !== undefined ? ` (${o.totalMonthlyCost} per month)` : ""))));
+      o.totalMonthlyCost !== undefined ? ` (${t("{cost} per month", { cost: o.totalMonthlyCost })})` : ""))));
   }
   if (m.deploymentSummary) nodes.push(definitions(Object.entries(m.deploymentSummary)));
   return nodes;
 }
 
-const JSON_ANSWER = { label: "Answer as JSON", fixed: {}, fields: [{ name: "payload", schema: {}, required: true }] };
-const DECLINE = { label: "Decline to answer (cancel this request)", fixed: {}, fields: [], cancel: true };
+// Built when a form is, so their labels follow the language picked at that moment.
+const jsonAnswer = () => ({ label: t("Answer as JSON"), fixed: {}, fields: [{ name: "payload", schema: {}, required: true }] });
+const decline = () => ({ label: t("Decline to answer (cancel this request)"), fixed: {}, fields: [], cancel: true });
 
 function fieldLabel(field) {
-  return field.name === "freeText" ? "Your answer" : `${field.name}${field.required ? "" : " (optional)"}`;
+  if (field.name === "freeText") return t("Your answer");
+  return field.required ? field.name : t("{field} (optional)", { field: field.name });
 }
 
 // One interrupt's form: element, collect() (the resume entry, or AnswerError), tick(now) for the countdown.
@@ -126,7 +130,7 @@ class InterruptForm {
     this.interrupt = interrupt;
     this.metadata = interrupt.metadata || {};
     this.schemaChoices = choicesFor(interrupt.responseSchema, this.metadata);
-    this.choices = [...(this.schemaChoices || [JSON_ANSWER]), DECLINE];
+    this.choices = [...(this.schemaChoices || [jsonAnswer()]), decline()];
     this.radios = [];
     this.inputs = [];
     this.expired = false;
@@ -134,13 +138,14 @@ class InterruptForm {
     this.countdown = el("span", { class: "countdown" });
     this.element = el("fieldset", { class: "interrupt", "data-interrupt-id": interrupt.id },
       el("legend", { text: this.question() }),
-      el("p", { class: "kind", text: `Kind: ${this.metadata.kind || interrupt.reason || "input"}` }, " · ", this.countdown),
+      el("p", { class: "kind", text: t("Kind: {kind}", { kind: this.metadata.kind || interrupt.reason || "input" }) },
+        " · ", this.countdown),
       context(interrupt));
     this.build();
   }
 
   question() {
-    return this.metadata.prompt || this.interrupt.message || "The agent needs an answer";
+    return this.metadata.prompt || this.interrupt.message || t("The agent needs an answer");
   }
 
   // Fields every answer shares (e.g. parameter overrides) are shown once, after the choices.
@@ -161,7 +166,7 @@ class InterruptForm {
         this.fieldNodes(own, index, radio, id)));
     });
     if (this.schemaChoices === null) {
-      this.element.append(el("details", {}, el("summary", { text: "Response schema" }),
+      this.element.append(el("details", {}, el("summary", { text: t("Response schema") }),
         el("pre", { text: pretty(this.interrupt.responseSchema) })));
     }
   }
@@ -180,13 +185,13 @@ class InterruptForm {
     if (Number.isNaN(this.expires)) return;
     const left = Math.max(0, Math.round((this.expires - now) / 1000));
     this.expired = left === 0;
-    this.countdown.textContent = this.expired ? "expired"
-      : `expires in ${Math.floor(left / 60)}:${String(left % 60).padStart(2, "0")}`;
+    this.countdown.textContent = this.expired ? t("expired")
+      : t("expires in {time}", { time: `${Math.floor(left / 60)}:${String(left % 60).padStart(2, "0")}` });
   }
 
   collect() {
     const picked = this.radios.findIndex((r) => r.checked);
-    if (picked < 0) throw new AnswerError(`choose an answer for "${this.question()}"`);
+    if (picked < 0) throw new AnswerError(t("choose an answer for \"{question}\"", { question: this.question() }));
     const choice = this.choices[picked];
     if (choice.cancel) return { interruptId: this.interrupt.id, status: "cancelled" };
     const payload = { ...choice.fixed };

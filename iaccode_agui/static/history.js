@@ -52,8 +52,8 @@ export class HistoryReplay {
       }
       const error = await this.one(record);
       if (error && !this.stopped) {
-        this.transcript.notice(t("Run {run} is not shown: the server no longer keeps its events (finished runs "
-          + "are kept for --run-log-ttl seconds; {code}).", { run: record.runId, code: error.code }), "warning");
+        const code = error.code;
+        this.transcript.notice(t("Run {run} is not shown: the server no longer keeps its events (finished runs are kept for --run-log-ttl seconds; {code}).", { run: record.runId, code }), "warning");
       }
     }
     return !this.stopped;

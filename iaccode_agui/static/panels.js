@@ -2,6 +2,7 @@
 
 import { el, pretty, definitions } from "./dom.js";
 import { applyPatch } from "./patch.js";
+import { t } from "./i18n.js";
 
 const PIPELINE_EVENT = "iac-code.pipeline.v1";
 const LOG_LIMIT = 400;
@@ -14,14 +15,19 @@ export class SessionPanel {
 
   update(value) {
     this.value = { ...value };
-    this.root.replaceChildren(definitions([["thread", value.threadId], ["run", value.aguiRunId],
-      ["execution", value.executionId], ["task", value.taskId], ["context", value.contextId],
-      ["session", value.sessionId], ["invocation", value.rosInvocationId]]));
+    this.root.replaceChildren(definitions([[t("thread"), value.threadId], [t("run"), value.aguiRunId],
+      [t("execution"), value.executionId], [t("task"), value.taskId], [t("context"), value.contextId],
+      [t("session"), value.sessionId], [t("invocation"), value.rosInvocationId]]));
+  }
+
+  relabel() {
+    if (Object.keys(this.value).length) this.update(this.value);
+    else this.clear();
   }
 
   clear() {
     this.value = {};
-    this.root.replaceChildren(el("p", { text: "No run yet." }));
+    this.root.replaceChildren(el("p", { text: t("No run yet.") }));
   }
 }
 
@@ -45,10 +51,14 @@ export class UsagePanel {
     this.render();
   }
 
+  relabel() {
+    this.render();
+  }
+
   render() {
-    const t = this.totals;
-    this.root.replaceChildren(definitions([["input tokens", t.inputTokens], ["output tokens", t.outputTokens],
-      ["cached input", t.cachedInputTokens], ["total tokens", t.totalTokens]]));
+    const n = this.totals;
+    this.root.replaceChildren(definitions([[t("input tokens"), n.inputTokens], [t("output tokens"), n.outputTokens],
+      [t("cached input"), n.cachedInputTokens], [t("total tokens"), n.totalTokens]]));
   }
 }
 
@@ -98,8 +108,12 @@ export class PipelinePanel {
     try {
       this.activity({ ...event, content: applyPatch(this.activities.get(event.messageId) || {}, event.patch) });
     } catch (error) {
-      warn(`activity patch rejected (${error.message}); keeping the last good snapshot`);
+      warn(t("activity patch rejected ({reason}); keeping the last good snapshot", { reason: error.message }));
     }
+  }
+
+  relabel() {
+    this.render();
   }
 
   render() {
@@ -109,7 +123,7 @@ export class PipelinePanel {
       if (!steps.has(step.id)) steps.set(step.id, step.status);
     }
     if (steps.size === 0 && this.candidates.size === 0 && this.history.length === 0) {
-      this.root.replaceChildren(el("p", { text: "No pipeline in this thread." }));
+      this.root.replaceChildren(el("p", { text: t("No pipeline in this thread.") }));
       return;
     }
     const stepItems = [...steps].map(([name, status]) => el("li", { class: `step step-${status}` },
@@ -118,15 +132,15 @@ export class PipelinePanel {
     const candidates = new Map(this.candidates);
     for (const c of display.candidates || []) candidates.set(c.id, { ...c, ...(candidates.get(c.id) || {}) });
     const candidateItems = [...candidates.values()].map((c) => el("li", {},
-      `${c.name || c.label || c.id} — ${c.status || "known"}`,
-      c.totalMonthlyCost !== undefined ? ` · ${c.totalMonthlyCost}/month` : "",
-      display.selectedCandidate === c.id ? " · selected" : ""));
+      `${c.name || c.label || c.id} — ${c.status || t("known")}`,
+      c.totalMonthlyCost !== undefined ? ` · ${t("{cost}/month", { cost: c.totalMonthlyCost })}` : "",
+      display.selectedCandidate === c.id ? ` · ${t("selected")}` : ""));
     this.root.replaceChildren(
-      definitions([["status", display.status], ["current step", display.currentStep]]),
-      el("h3", { text: "Steps" }), el("ol", { class: "steps" }, stepItems),
-      candidateItems.length ? el("h3", { text: "Candidates" }) : "",
+      definitions([[t("status"), display.status], [t("current step"), display.currentStep]]),
+      el("h3", { text: t("Steps") }), el("ol", { class: "steps" }, stepItems),
+      candidateItems.length ? el("h3", { text: t("Candidates") }) : "",
       candidateItems.length ? el("ul", { class: "candidates" }, candidateItems) : "",
-      this.history.length ? el("details", {}, el("summary", { text: `Pipeline events (${this.history.length})` }),
+      this.history.length ? el("details", {}, el("summary", { text: t("Pipeline events ({count})", { count: this.history.length }) }),
         el("ol", {}, this.history.map((h) => el("li", { text: h })))) : "");
   }
 }
@@ -139,7 +153,7 @@ export class StatePanel {
 
   clear() {
     this.state = undefined;
-    this.root.textContent = "No state received.";
+    this.root.textContent = t("No state received.");
   }
 
   snapshot(value) {
@@ -150,13 +164,13 @@ export class StatePanel {
   // RFC 6902; a delta without a baseline or with a bad path is reported and the last good state kept.
   delta(ops, warn) {
     if (this.state === undefined) {
-      warn("STATE_DELTA before any STATE_SNAPSHOT; ignored until a snapshot arrives");
+      warn(t("STATE_DELTA before any STATE_SNAPSHOT; ignored until a snapshot arrives"));
       return;
     }
     try {
       this.snapshot(applyPatch(this.state, ops));
     } catch (error) {
-      warn(`state patch rejected (${error.message}); keeping the last good state`);
+      warn(t("state patch rejected ({reason}); keeping the last good state", { reason: error.message }));
     }
   }
 }

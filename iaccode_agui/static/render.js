@@ -2,10 +2,14 @@
 // Every state is spelled out in words (not only colour) so the page reads the same in any palette.
 
 import { el, pretty, definitions } from "./dom.js";
+import { t } from "./i18n.js";
 
 const SESSION_EVENT = "iac-code.session.v1";
 const ARTIFACT_EVENT = "iac-code.artifact.v1";
 const TOOL_PROGRESS_EVENT = "iac-code.tool-progress.v1";
+// The AgentCore route repeats RUN_FINISHED.usage in this event right before it: the usage panel counts the
+// RUN_FINISHED figures, so this one is only listed in the event log.
+const USAGE_EVENT = "agentcore.usage";
 
 export class Transcript {
   constructor(root, panels) {
@@ -58,28 +62,28 @@ export class Transcript {
   event(event) {
     const handler = this.handlers[event && event.type];
     if (handler) handler(event);
-    else this.notice(`event ${event && event.type}`, "info");
+    else this.notice(t("event {type}", { type: event && event.type }), "info");
   }
 
   userMessage(text) {
-    this.append(el("div", { class: "msg user" }, el("span", { class: "who", text: "You" }), el("p", { text })));
+    this.append(el("div", { class: "msg user" }, el("span", { class: "who", text: t("You") }), el("p", { text })));
   }
 
   notice(text, kind = "info") {
-    const label = { info: "Note", warning: "Warning", error: "Error" }[kind] || "Note";
+    const label = { info: t("Note"), warning: t("Warning"), error: t("Error") }[kind] || t("Note");
     return this.append(el("p", { class: `notice ${kind}` }, el("strong", { text: `${label}: ` }), text));
   }
 
   runStarted(event) {
     this.messages.clear();
-    this.append(el("p", { class: "run-mark", text: `Run ${event.runId} started` }));
+    this.append(el("p", { class: "run-mark", text: t("Run {run} started", { run: event.runId }) }));
   }
 
   // A new segment when anything else was rendered since the last delta, so the page stays chronological.
   textSegment(messageId, role = "assistant") {
     const body = el("p", { class: "text" });
     const segment = el("div", { class: `msg ${role === "user" ? "user" : "assistant"}`, "data-message-id": messageId },
-      el("span", { class: "who", text: role === "user" ? "You" : "Assistant" }), body);
+      el("span", { class: "who", text: role === "user" ? t("You") : t("Assistant") }), body);
     this.messages.set(messageId, { segment, body, ended: false });
     this.append(segment);
     return this.messages.get(messageId);
@@ -101,7 +105,7 @@ export class Transcript {
 
   reasoningBlock(messageId) {
     const text = el("p", { class: "text" });
-    this.append(el("details", { class: "reasoning" }, el("summary", { text: "Reasoning" }), text));
+    this.append(el("details", { class: "reasoning" }, el("summary", { text: t("Reasoning") }), text));
     this.reasoning.set(messageId, text);
     return text;
   }
@@ -114,13 +118,13 @@ export class Transcript {
   toolCard(toolCallId, name) {
     let card = this.tools.get(toolCallId);
     if (card) return card;
-    const status = el("span", { class: "status", text: "running" });
+    const status = el("span", { class: "status", text: t("running") });
     const args = el("pre", { class: "args" });
     const progress = el("ul", { class: "progress" });
     const result = el("div", { class: "result" });
     const root = el("article", { class: "tool", "data-tool-call-id": toolCallId },
-      el("header", {}, el("strong", { text: `Tool: ${name || "tool"}` }), " — ", status),
-      el("details", { open: true }, el("summary", { text: "Arguments" }), args), progress, result);
+      el("header", {}, el("strong", { text: t("Tool: {name}", { name: name || "tool" }) }), " — ", status),
+      el("details", { open: true }, el("summary", { text: t("Arguments") }), args), progress, result);
     card = { root, status, args, progress, result, raw: "" };
     this.tools.set(toolCallId, card);
     this.append(root);
@@ -140,17 +144,17 @@ export class Transcript {
   toolEnd(toolCallId) {
     const card = this.toolCard(toolCallId);
     try {
-      card.args.textContent = card.raw ? pretty(JSON.parse(card.raw)) : "(none)";
+      card.args.textContent = card.raw ? pretty(JSON.parse(card.raw)) : t("(none)");
     } catch (error) {
       card.args.textContent = card.raw;
     }
-    card.status.textContent = "called, waiting for the result";
+    card.status.textContent = t("called, waiting for the result");
   }
 
   toolResult(toolCallId, content) {
     const card = this.toolCard(toolCallId);
-    card.status.textContent = card.failed ? "failed" : "done";
-    card.result.replaceChildren(el("strong", { text: "Result" }), el("pre", { text: String(content ?? "") }));
+    card.status.textContent = card.failed ? t("failed") : t("done");
+    card.result.replaceChildren(el("strong", { text: t("Result") }), el("pre", { text: String(content ?? "") }));
   }
 
   toolProgress(value) {
@@ -162,28 +166,29 @@ export class Transcript {
     card.progress.append(el("li", { text: parts.join(" · ") }));
     if (value.status === "failed" || value.status === "error") {
       card.failed = true;
-      card.status.textContent = "failed";
+      card.status.textContent = t("failed");
     }
   }
 
   artifact(value) {
     const parts = (value.parts || []).map((part) => {
       const meta = part.metadata || {};
-      return el("li", {}, definitions([["file", part.filename || part.name], ["type", part.mediaType],
-        ["size", meta.byteSize !== undefined ? `${meta.byteSize} bytes` : null], ["location", part.url || meta.uri],
-        ["text", part.text]]));
+      return el("li", {}, definitions([[t("file"), part.filename || part.name], [t("type"), part.mediaType],
+        [t("size"), meta.byteSize !== undefined ? t("{n} bytes", { n: meta.byteSize }) : null],
+        [t("location"), part.url || meta.uri], [t("text"), part.text]]));
     });
     this.append(el("article", { class: "artifact" },
-      el("header", {}, el("strong", { text: `Artifact: ${value.name || value.artifactId || ""}` })), el("ul", {}, parts)));
+      el("header", {}, el("strong", { text: t("Artifact: {name}", { name: value.name || value.artifactId || "" }) })), el("ul", {}, parts)));
   }
 
   custom(event) {
     const value = event.value || {};
+    if (event.name === USAGE_EVENT) return;
     if (event.name === SESSION_EVENT) this.panels.session.update(value);
     else if (event.name === ARTIFACT_EVENT) this.artifact(value);
     else if (event.name === TOOL_PROGRESS_EVENT) this.toolProgress(value);
     else if (!this.panels.pipeline.custom(event)) {
-      this.append(el("details", { class: "custom" }, el("summary", { text: `Custom event ${event.name}` }),
+      this.append(el("details", { class: "custom" }, el("summary", { text: t("Custom event {name}", { name: event.name }) }),
         el("pre", { text: pretty(value) })));
     }
   }
@@ -191,19 +196,19 @@ export class Transcript {
   messagesSnapshot(messages) {
     const items = (messages || []).map((m) => el("li", {}, el("strong", { text: `${m.role}: ` }),
       typeof m.content === "string" ? m.content : pretty(m.content)));
-    this.append(el("details", { class: "custom" }, el("summary", { text: "Messages snapshot" }), el("ol", {}, items)));
+    this.append(el("details", { class: "custom" }, el("summary", { text: t("Messages snapshot") }), el("ol", {}, items)));
   }
 
   runFinished(event) {
     this.panels.usage.add(event.usage);
     const outcome = (event.outcome && event.outcome.type) || "success";
-    const text = outcome === "interrupt" ? "Run finished: waiting for your answer" : `Run finished: ${outcome}`;
+    const text = outcome === "interrupt" ? t("Run finished: waiting for your answer") : t("Run finished: {outcome}", { outcome });
     this.append(el("p", { class: `run-mark outcome-${outcome}`, text }));
   }
 
   runError(event) {
     this.panels.usage.add(event.usage);
     this.append(el("div", { class: "run-error", role: "alert" },
-      el("strong", { text: `Run error ${event.code || ""}` }), el("p", { text: event.message || "" })));
+      el("strong", { text: t("Run error {code}", { code: event.code || "" }) }), el("p", { text: event.message || "" })));
   }
 }
