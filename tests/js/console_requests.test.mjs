@@ -1,0 +1,35 @@
+// Unit tests of the console's request shapes (stream.js) and label lookup (i18n.js) under node --test.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { attachBody, observerRequests, runRequests, RUN_PATH, STOP_PATH } from "../../iaccode_agui/static/stream.js";
+import { resolveLanguage, t } from "../../iaccode_agui/static/i18n.js";
+
+const body = { threadId: "th-1", runId: "run-1", state: {}, tools: [], context: [],
+  messages: [{ id: "m", role: "user", content: "hi" }], forwardedProps: { iacCode: { cwd: "/w" } } };
+
+test("a run starts with its RunAgentInput and re-attaches with the AgentCore attach form", () => {
+  const requests = runRequests(body);
+  assert.deepEqual(requests(null, true), { path: RUN_PATH, body });
+  assert.deepEqual(requests(7, false).body, attachBody(body, 7));
+  assert.deepEqual(requests(7, false).body, { threadId: "th-1", runId: "run-1", messages: [], state: {}, tools: [],
+    context: [], forwardedProps: { agentcore: { attach: { afterSequence: 7 } } } });
+  // broken before the first event (or a reload): after 0, the only id an attach cannot name is RUN_STARTED's
+  assert.equal(requests(null, false).body.forwardedProps.agentcore.attach.afterSequence, 0);
+  assert.equal(RUN_PATH, "ag-ui/agent");
+  assert.equal(STOP_PATH, "ag-ui/agent/stop");
+});
+
+test("an observer starts from the first event and resumes after the last one seen", () => {
+  const requests = observerRequests({ threadId: "th-1", runId: "run-1", executionId: "ex/1", rosInvocationId: "inv" });
+  assert.deepEqual(requests(null), { path: "extensions/iac-code/v1/executions/ex%2F1/subscribe",
+    body: { threadId: "th-1", runId: "run-1", rosInvocationId: "inv" } });
+  assert.equal(requests(4).body.afterSequence, 4);
+});
+
+test("labels: English by default, placeholders filled, unknown languages fall back", () => {
+  assert.equal(t("Run {run} started", { run: "r1" }), "Run r1 started");
+  assert.equal(t("{missing} stays"), "{missing} stays");
+  assert.equal(resolveLanguage("fr", []), "fr");
+  assert.equal(resolveLanguage("", ["pt-BR", "en"]), "pt");
+  assert.equal(resolveLanguage("", ["ko-KR"]), "en");
+});
