@@ -5,13 +5,13 @@ from iaccode_agui.client import main
 from tests.tcp_relay import TcpRelay
 
 
-def _after_first_event(seen: bytes) -> bool:
+def cut_after_first_event(seen: bytes) -> bool:
     return b'"RUN_STARTED"' in seen and seen.endswith(b"\r\n")
 
 
 def test_client_reattaches_after_a_cut_connection(adapter_factory):
     adapter = adapter_factory(reconnect_grace=5.0)
-    proxy = TcpRelay("127.0.0.1", adapter.server.port, cut_first_when=_after_first_event)
+    proxy = TcpRelay("127.0.0.1", adapter.server.port, cut_first_when=cut_after_first_event)
     try:
         out = io.StringIO()
         code = main(["--url", proxy.url, "--cwd", adapter.workspace, "--thread", "cut", "sleep 1"],

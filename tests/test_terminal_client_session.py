@@ -13,7 +13,8 @@ from iaccode_agui.client import main
 from iaccode_agui.client.transport import session_header
 from iaccode_agui.serving import ServerThread
 from tests.test_terminal_client import Client, InterruptingOutput
-from tests.test_terminal_client_reattach import CuttingProxy
+from tests.tcp_relay import TcpRelay
+from tests.test_terminal_client_reattach import cut_after_first_event
 
 
 class HeaderRecorder:
@@ -69,7 +70,7 @@ def test_the_cancel_names_the_thread(recorded):
 
 
 def test_a_reattach_names_the_thread(recorded):
-    proxy = CuttingProxy(recorded.port)
+    proxy = TcpRelay("127.0.0.1", recorded.port, cut_first_when=cut_after_first_event)
     try:
         out = io.StringIO()
         code = main(["--url", proxy.url, "--cwd", recorded.workspace, "--thread", "pinned-3", "sleep 1"],
