@@ -40,3 +40,25 @@ def test_every_agentcore_answer_echoes_the_session_header_even_when_the_body_is_
                 assert response.headers.get(SESSION) == "session-001", (path, code, response.get_json())
     finally:
         app.close(0)
+
+
+def test_a_stop_on_another_process_cancels_the_pending_execution_its_run_ended_in(adapter_factory, workspace,
+                                                                                 tmp_path):
+    """A stop lands on whichever process (gunicorn worker) the balancer picks: on a process other than the
+    owner it must clear the interrupt the run ended in, as it does on the owner, not answer 204 and leave
+    the interrupt answerable."""
+    from tests.agentcore_helpers import STOP, ac_post, ac_stream
+    state_dir = str(tmp_path / "shared-state")
+    owner = adapter_factory(default_cwd=workspace, state_dir=state_dir)
+    other = adapter_factory(default_cwd=workspace, state_dir=state_dir)
+    events, _ = ac_stream(owner, ac_body("please write a file", thread="stop-x", run="r-int"))
+    assert events[-1]["outcome"]["type"] == "interrupt"
+    assert owner.app.store.load("stop-x").execution.pending
+    response = ac_post(other, {"threadId": "stop-x", "runId": "r-int"}, path=STOP)
+    assert response.status_code == 204, response.text
+    assert not owner.app.store.load("stop-x").execution.pending
+    # A stop of an older run of the thread still changes nothing: its execution may be a newer run's now.
+    ac_stream(owner, ac_body("hello", thread="stop-y", run="old"))
+    ac_stream(owner, ac_body("please write a file", thread="stop-y", run="new"))
+    assert ac_post(other, {"threadId": "stop-y", "runId": "old"}, path=STOP).status_code == 204
+    assert owner.app.store.load("stop-y").execution.pending

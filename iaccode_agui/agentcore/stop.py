@@ -18,8 +18,10 @@ def stop_run(manager: RunManager, thread_id: str, run_id: str) -> None:
 
     A run this process does not hold is looked up in the thread's durable state: while the state names
     it the active run, the current execution is that run's (whichever process owns it), so that one is
-    cancelled.  Otherwise the run has ended and a stop succeeds without touching anything: which
-    execution an ended run belonged to is not recorded, and guessing could cancel a newer one.
+    cancelled.  So is the execution of a run that ended in the interrupts still pending, when no run came
+    after it on the thread: those interrupts are that run's, as on the owner (a stop reaches any worker).
+    Otherwise the run has ended and a stop succeeds without touching anything: which execution an older
+    run belonged to is not recorded, and guessing could cancel a newer one.
     """
     run = manager.find_run(thread_id, run_id)
     if run is not None:
@@ -28,8 +30,16 @@ def stop_run(manager: RunManager, thread_id: str, run_id: str) -> None:
     state = _load(manager, thread_id)
     if state is None or run_id not in state.run_digests:
         raise AguiError("RUN_NOT_FOUND")
-    if state.active_run is not None and state.active_run.run_id == run_id:
+    if state.active_run is not None:
+        ours = state.active_run.run_id == run_id
+    else:
+        ours = bool(state.execution.pending) and _newest_run(state) == run_id
+    if ours:
         _cancel(manager, state.execution.execution_id, thread_id, state.execution.ros_invocation_id)
+
+
+def _newest_run(state: ThreadState) -> Optional[str]:
+    return max(state.run_times, key=state.run_times.__getitem__) if state.run_times else None
 
 
 def _load(manager: RunManager, thread_id: str) -> Optional[ThreadState]:
