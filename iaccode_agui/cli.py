@@ -22,8 +22,9 @@ from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_FILE_LINK_
                                  DEFAULT_INTERRUPT_TTL, DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_MESSAGES, DEFAULT_PORT,
                                  DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_ID_WINDOW, DEFAULT_RUN_ID_WINDOW_AGE,
                                  DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL, DEFAULT_TAKEOVER_GRACE, MAX_FILE_LINKS,
-                                 MAX_IMAGE_BYTES, MAX_IMAGES_BYTES, MAX_SSE_EVENT_BYTES, ConfigError, Settings,
-                                 default_allowed_cwds, default_state_dir, is_loopback_host, normalize_a2a_url)
+                                 MAX_IMAGE_BYTES, MAX_IMAGES_BYTES, MAX_SSE_EVENT_BYTES, MIN_SSE_EVENT_BYTES,
+                                 ConfigError, Settings, default_allowed_cwds, default_state_dir, is_loopback_host,
+                                 normalize_a2a_url)
 
 log = logging.getLogger("iaccode_agui")
 
@@ -32,6 +33,7 @@ MIN_THREADS = 4
 # when every admitted run holds its stream open.
 SPARE_THREADS = 8
 _POSITIVE_COUNT = at_least(1)
+_EVENT_BYTES = at_least(MIN_SSE_EVENT_BYTES)
 # With --demo, the scripted runtime keeps its sessions and tasks here, inside the state directory: a
 # restarted demo then still knows every thread the adapter remembers, as a restarted iac-code would.
 DEMO_RUNTIME_DIR = "demo-runtime"
@@ -77,16 +79,17 @@ def add_agentcore_flags(add: Any) -> None:
     add("--publish-files", action="store_true", default=None,
         help="on /ag-ui/agent, a tool result that wrote workspace files carries expiring download links "
              "(GET /ag-ui/files/<token>, behind the same auth)")
-    add("--file-link-ttl", type=float,
+    add("--file-link-ttl", type=positive_seconds,
         help="seconds a published file link stays valid (default %.0f)" % DEFAULT_FILE_LINK_TTL)
-    add("--max-file-links", type=int, help="published links kept at once; the oldest go first (default %d)"
+    add("--max-file-links", type=_POSITIVE_COUNT, help="published links kept at once; the oldest go first (default %d)"
                                              % MAX_FILE_LINKS)
-    add("--max-agentcore-request-bytes", type=int,
+    add("--max-agentcore-request-bytes", type=_POSITIVE_COUNT,
         help="largest request body on /ag-ui/agent (default %d = 96 MiB)" % AGENTCORE_MAX_REQUEST_BYTES)
-    add("--max-image-bytes", type=int, help="largest decoded inline image (default %d = 8 MiB)" % MAX_IMAGE_BYTES)
-    add("--max-images-bytes", type=int,
+    add("--max-image-bytes", type=_POSITIVE_COUNT,
+        help="largest decoded inline image (default %d = 8 MiB)" % MAX_IMAGE_BYTES)
+    add("--max-images-bytes", type=_POSITIVE_COUNT,
         help="largest total of a message's decoded images (default %d = 10 MiB)" % MAX_IMAGES_BYTES)
-    add("--max-sse-event-bytes", type=int,
+    add("--max-sse-event-bytes", type=_EVENT_BYTES,
         help="largest SSE event on /ag-ui/agent; longer deltas are split, tool results truncated "
              "(default %d = 1 MiB)" % MAX_SSE_EVENT_BYTES)
 
@@ -145,21 +148,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_bound_flags(add: Any) -> None:
     """Flags that bound what a hostile or careless client can make the server hold."""
-    add("--max-json-depth", type=int, default=None,
+    add("--max-json-depth", type=_POSITIVE_COUNT, default=None,
         help="deepest array/object nesting accepted in a request body (default %d)" % DEFAULT_MAX_JSON_DEPTH)
-    add("--max-messages", type=int, default=None,
+    add("--max-messages", type=_POSITIVE_COUNT, default=None,
         help="most messages accepted in one RunAgentInput, else 413 (default %d)" % DEFAULT_MAX_MESSAGES)
-    add("--run-id-window", type=int, default=None,
+    add("--run-id-window", type=_POSITIVE_COUNT, default=None,
         help="run ids remembered per thread for replay detection (default %d)" % DEFAULT_RUN_ID_WINDOW)
-    add("--run-id-window-age", type=float, default=None,
+    add("--run-id-window-age", type=positive_seconds, default=None,
         help="seconds a run id is remembered (default %.0f); an older replay runs as a new turn"
              % DEFAULT_RUN_ID_WINDOW_AGE)
-    add("--connection-limit", type=int, default=None,
+    add("--connection-limit", type=_POSITIVE_COUNT, default=None,
         help="open client connections before new ones wait (default max(threads + 256, 2048)); "
              "the open-file limit is raised to fit")
-    add("--header-timeout", type=float, default=None,
+    add("--header-timeout", type=positive_seconds, default=None,
         help="seconds a connection may take to send a complete request head (default 10)")
-    add("--stall-timeout", type=float, default=None,
+    add("--stall-timeout", type=positive_seconds, default=None,
         help="seconds a response may have output waiting without any being sent before its connection is "
              "dropped and its worker freed (default 2 x heartbeat interval)")
 
@@ -217,17 +220,19 @@ def agentcore_settings(args: argparse.Namespace, env: Mapping[str, str]) -> Dict
     return {
         "default_cwd": _from_env(args.default_cwd, env, "IAC_CODE_AGUI_DEFAULT_CWD", str, None),
         "publish_files": _from_env(args.publish_files, env, "IAC_CODE_AGUI_PUBLISH_FILES", _flag, False),
-        "file_link_ttl": _from_env(args.file_link_ttl, env, "IAC_CODE_AGUI_FILE_LINK_TTL", float,
-                                   DEFAULT_FILE_LINK_TTL),
-        "max_file_links": _from_env(args.max_file_links, env, "IAC_CODE_AGUI_MAX_FILE_LINKS", int, MAX_FILE_LINKS),
-        "agentcore_max_request_bytes": _from_env(args.max_agentcore_request_bytes, env,
-                                                 "IAC_CODE_AGUI_MAX_AGENTCORE_REQUEST_BYTES", int,
-                                                 AGENTCORE_MAX_REQUEST_BYTES),
-        "max_image_bytes": _from_env(args.max_image_bytes, env, "IAC_CODE_AGUI_MAX_IMAGE_BYTES", int, MAX_IMAGE_BYTES),
-        "max_images_bytes": _from_env(args.max_images_bytes, env, "IAC_CODE_AGUI_MAX_IMAGES_BYTES", int,
-                                      MAX_IMAGES_BYTES),
-        "max_sse_event_bytes": _from_env(args.max_sse_event_bytes, env, "IAC_CODE_AGUI_MAX_SSE_EVENT_BYTES", int,
-                                         MAX_SSE_EVENT_BYTES),
+        "file_link_ttl": flag_or_env(args.file_link_ttl, env, "IAC_CODE_AGUI_FILE_LINK_TTL", DEFAULT_FILE_LINK_TTL,
+                                     positive_seconds),
+        "max_file_links": flag_or_env(args.max_file_links, env, "IAC_CODE_AGUI_MAX_FILE_LINKS", MAX_FILE_LINKS,
+                                      _POSITIVE_COUNT),
+        "agentcore_max_request_bytes": flag_or_env(args.max_agentcore_request_bytes, env,
+                                                   "IAC_CODE_AGUI_MAX_AGENTCORE_REQUEST_BYTES",
+                                                   AGENTCORE_MAX_REQUEST_BYTES, _POSITIVE_COUNT),
+        "max_image_bytes": flag_or_env(args.max_image_bytes, env, "IAC_CODE_AGUI_MAX_IMAGE_BYTES", MAX_IMAGE_BYTES,
+                                       _POSITIVE_COUNT),
+        "max_images_bytes": flag_or_env(args.max_images_bytes, env, "IAC_CODE_AGUI_MAX_IMAGES_BYTES",
+                                        MAX_IMAGES_BYTES, _POSITIVE_COUNT),
+        "max_sse_event_bytes": flag_or_env(args.max_sse_event_bytes, env, "IAC_CODE_AGUI_MAX_SSE_EVENT_BYTES",
+                                           MAX_SSE_EVENT_BYTES, _EVENT_BYTES),
     }
 
 

@@ -25,6 +25,7 @@ AGENTCORE_MAX_REQUEST_BYTES = 96 * 1024 * 1024
 MAX_IMAGE_BYTES = 8 * 1024 * 1024
 MAX_IMAGES_BYTES = 10 * 1024 * 1024
 MAX_SSE_EVENT_BYTES = 1024 * 1024
+MIN_SSE_EVENT_BYTES = 4096      # room for one event with its framing and a useful piece of text
 DEFAULT_FILE_LINK_TTL = 3600.0
 MAX_FILE_LINKS = 10000
 DEFAULT_TAKEOVER_GRACE = 60.0
@@ -105,8 +106,8 @@ class Settings:
         for name in ("agentcore_max_request_bytes", "max_image_bytes", "max_images_bytes"):
             if getattr(self, name) < 1:
                 raise ConfigError("%s must be at least 1 byte" % name)
-        if self.max_sse_event_bytes < 4096:
-            raise ConfigError("the SSE event limit must be at least 4096 bytes")
+        if self.max_sse_event_bytes < MIN_SSE_EVENT_BYTES:
+            raise ConfigError("the SSE event limit must be at least %d bytes" % MIN_SSE_EVENT_BYTES)
         if self.file_link_ttl <= 0 or self.max_file_links < 1:
             raise ConfigError("file links need a lifetime > 0 seconds and room for at least one link")
 
