@@ -62,3 +62,39 @@ def test_a_stop_on_another_process_cancels_the_pending_execution_its_run_ended_i
     ac_stream(owner, ac_body("please write a file", thread="stop-y", run="new"))
     assert ac_post(other, {"threadId": "stop-y", "runId": "old"}, path=STOP).status_code == 204
     assert owner.app.store.load("stop-y").execution.pending
+
+
+def test_a_file_link_swapped_for_a_fifo_after_its_check_is_refused_without_blocking(tmp_path, monkeypatch):
+    """The agent can replace a published file between the link's confinement check and its open: a FIFO
+    there must not hold the server thread until someone writes to it."""
+    import os
+    import threading
+
+    import pytest as _pytest
+
+    from iaccode_agui.agentcore import files
+    from iaccode_agui.errors import AguiError
+    root = tmp_path / "ws"
+    root.mkdir()
+    target = root / "report.txt"
+    target.write_text("data")
+    links = files.FileLinks(60.0, 10)
+    token, _ = links.publish(str(target), str(root))
+    target.unlink()
+    os.mkfifo(str(target))
+    monkeypatch.setattr(files, "confined", lambda path, root: path)   # the swap lands after the check
+    outcome = []
+
+    def fetch() -> None:
+        try:
+            links.open(token)
+        except AguiError as exc:
+            outcome.append(exc.code)
+
+    worker = threading.Thread(target=fetch, daemon=True)
+    worker.start()
+    worker.join(5)
+    if worker.is_alive():   # unblock the open so the thread can end, then fail
+        os.close(os.open(str(target), os.O_WRONLY | os.O_NONBLOCK))
+        _pytest.fail("opening the link blocked on a FIFO")
+    assert outcome == ["FILE_LINK_NOT_FOUND"]

@@ -97,7 +97,9 @@ class FileLinks:
             raise AguiError("FILE_LINK_NOT_FOUND")
         try:
             confined(link.path, link.root)
-            fd = os.open(link.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            # O_NONBLOCK: a FIFO swapped in after the check must not hold this thread (a regular file's
+            # reads ignore the flag); the type check below then refuses it.
+            fd = os.open(link.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
         except (PublishError, OSError):
             raise AguiError("FILE_LINK_NOT_FOUND")
         handle = os.fdopen(fd, "rb")
