@@ -16,6 +16,7 @@ from iaccode_agui.projection.resume_commands import (CancelTask, Delivery, Emit,
 from iaccode_agui.projection.resume_plan import resume_digest
 from iaccode_agui.projection.effects import CommitInterrupts, is_event
 from iaccode_agui.projection.run import RunContext, RunProjector
+from iaccode_agui.projection.textreplay import digests_of
 from iaccode_agui.state.model import PendingInterrupt
 
 THREAD = "thread-m"
@@ -51,15 +52,15 @@ def allow(*ids: str) -> List[Dict[str, Any]]:
 
 def make(pending: Dict[str, PendingInterrupt], entries: List[Dict[str, Any]], *,
          applied: Optional[Dict[str, str]] = None, task_id: Optional[str] = TASK, expired: Tuple[str, ...] = (),
-         pipeline: bool = False) -> ResumeMachine:
+         pipeline: bool = False, shown: Tuple[str, ...] = (), generic: bool = False) -> ResumeMachine:
     ctx = RunContext(thread_id=THREAD, run_id="run-2", execution_id="exec-1", context_id=CTX,
                      ros_invocation_id="inv-1", task_id=task_id, session_id="session-m", pending=pending,
-                     resume=True, pipeline_mode=pipeline)
+                     resume=True, pipeline_mode=pipeline, text_digests=frozenset(digests_of(shown)))
     projector = RunProjector(ctx, clock=lambda: 1_800_000_000.0)
     projector.start()
     facts = ResumeFacts(entries=entries, applied=applied or {}, task_id=task_id, expired_ids=frozenset(expired),
                         session_id="session-m", cwd="/ws", metadata={}, run_id="run-2")
-    return ResumeMachine(projector, facts, generic=False, pipeline_mode=pipeline)
+    return ResumeMachine(projector, facts, generic=generic, pipeline_mode=pipeline)
 
 
 def walk(machine: ResumeMachine, results: List[Any], on_send: Any = None) -> List[Any]:
@@ -204,6 +205,45 @@ def test_refusal_of_an_answer_the_snapshot_could_not_judge_commits_it_as_applied
                               snapshot("completed"), None, None])
     assert RecordAnswer("p-1", digest) in commands
     assert last_event(commands)["type"] == "RUN_FINISHED"
+
+
+def with_history(document: Dict[str, Any], *texts: str) -> Dict[str, Any]:
+    document["task"]["history"] = [{"role": "ROLE_AGENT", "messageId": TASK + "-message", "parts": [{"text": t}]}
+                                   for t in texts]
+    return document
+
+
+def texts_of(commands: List[Any]) -> str:
+    return "".join(item["delta"] for command in commands if isinstance(command, Emit) for item in command.outputs
+                   if is_event(item) and item["type"] == "TEXT_MESSAGE_CONTENT")
+
+
+@pytest.mark.parametrize("state", ["input-required", "completed"])
+def test_an_answer_whose_turn_finished_before_the_crash_is_committed_not_resent_and_its_text_shown(state):
+    entries = allow("p-1")
+    digest = resume_digest(entries[0])
+    machine = make(pending_of(permission("p-1"), digest=digest), entries, shown=("I'll write it.",))
+    # Waiting with no input projection, but the history holds a turn after the shown text: a finished turn.
+    turn = with_history(snapshot(state), "I'll write it.", "Done: it is written.")
+    commands = walk(machine, [Upstream.OK, turn, True, snapshot(state), None, snapshot(state), None, None])
+    assert commands[1] == FetchTask(TASK, machine_module.RECOVERY_HISTORY)
+    assert commands[3] == RecordAnswer("p-1", digest)
+    assert "SendAnswer" not in kinds(commands)
+    assert texts_of(commands) == "Done: it is written."
+    assert last_event(commands)["type"] == "RUN_FINISHED"
+
+
+@pytest.mark.parametrize("generic, history", [(False, ("I'll write it.",)), (True, ("I'll write it.", "Done."))])
+def test_a_waiting_task_whose_history_shows_no_later_turn_still_gets_the_answer_resent(generic, history):
+    entries = allow("p-1")
+    digest = resume_digest(entries[0])
+    machine = make(pending_of(permission("p-1"), digest=digest), entries, shown=("I'll write it.",),
+                   generic=generic)
+    waiting = with_history(snapshot(), *history)
+    first = [] if generic else [Upstream.OK]
+    commands = walk(machine, first + [waiting, True, Delivery.REFUSED, True, snapshot("completed"), None, None])
+    assert "SendAnswer" in kinds(commands) and machine.maybe_applied == {"p-1": digest}
+    assert texts_of(commands) == ""
 
 
 def test_terminal_task_without_recovered_answers_is_lost_and_released():

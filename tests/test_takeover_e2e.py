@@ -210,3 +210,65 @@ def test_a_resumed_turn_killed_before_its_text_is_adopted_with_the_whole_text(
     assert text_of(whole) == Write.done_text
     assert [e["type"] for e in whole].count("RUN_FINISHED") == 1 and whole[-1]["type"] == "RUN_FINISHED"
     assert quick_demo.runtime.tool_executions and len(quick_demo.runtime.tool_executions) == 1
+
+
+def _as_if_the_acceptance_was_never_recorded(state_dir: str, thread: str, run_id: str, pending, answer) -> int:
+    """Rewrite the dead owner's state and log as a death right after the runtime took the answer.
+
+    The answer is pending again with its in-flight record, and the log ends where the answer went out:
+    nothing the answer caused was shown, since its acceptance is recorded before anything it causes is.
+    """
+    import dataclasses
+
+    from iaccode_agui.projection.resume_plan import resume_digest
+    from iaccode_agui.runs.runlog import RunLogStore
+    from iaccode_agui.state.store import ThreadStore
+    store = ThreadStore(state_dir)
+    with store.transaction(thread) as txn:
+        draft = txn.state.copy()
+        draft.execution.pending = {key: dataclasses.replace(item, answer_digest=resume_digest(answer))
+                                   for key, item in pending.items()}
+        draft.applied_resume_digests = [d for d in draft.applied_resume_digests if d.interrupt_id not in pending]
+        txn.save(draft)
+    path = RunLogStore(state_dir, ttl=600, max_bytes=1 << 20).path_for(thread, run_id)
+    with open(path, "rb") as handle:
+        data = handle.read()
+    records, _ = logformat.parse(data, logformat.check_magic(data))
+    with open(path, "wb") as handle:
+        handle.write(logformat.encode_start(records[0].fields))
+        first = records[1]
+        handle.write(logformat.encode_event(first.seq, first.event_type, first.frame))
+    return first.seq
+
+
+def test_an_owner_dead_between_the_answer_s_acceptance_and_its_commit_leaves_nothing_to_resend(
+        adapter_factory, quick_demo, tmp_path, workspace, monkeypatch):
+    from iaccode_agui.demo.scenarios import Write
+    from iaccode_agui.state.store import ThreadStore
+    state_dir = str(tmp_path / "state")
+    owner = AdapterProcess(quick_demo.url, quick_demo.token, state_dir, workspace, str(tmp_path / "owner.log"))
+    body = run_body(workspace, "please write a file", "inflight-1")
+    first = parse_sse(post_run(owner.url, body).content)[0]
+    interrupts = first[-1]["outcome"]["interrupts"]
+    pending = dict(ThreadStore(state_dir).load("inflight-1").execution.pending)
+    gate = _GatedReplies(monkeypatch)
+    resume = _resume_body(body, interrupts)
+    read_then_kill(owner, post_run(owner.url, resume), b"TOOL_CALL_RESULT", 1)
+    gate.release.set()
+    assert gate.sent.wait(10)                    # the turn the answer started is over upstream
+    sends_before = len(quick_demo.runtime.requests_log)
+    last = _as_if_the_acceptance_was_never_recorded(state_dir, "inflight-1", resume["runId"], pending,
+                                                    resume["resume"][0])
+    successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token)
+    rest = parse_sse(successor.post(resume, headers={"Last-Event-ID": str(last)}, timeout=30).content)[0]
+    assert rest[-1]["type"] == "RUN_FINISHED" and text_of(rest) == Write.done_text
+    sent_again = [m for m, _ in quick_demo.runtime.requests_log[sends_before:]
+                  if m in ("SendMessage", "SendStreamingMessage")]
+    assert sent_again == []
+    state = successor.app.store.load("inflight-1")
+    assert not state.execution.pending
+    assert [d.interrupt_id for d in state.applied_resume_digests] == list(pending)
+    retried = successor.run(dict(resume, runId="run-retry-1"))      # the client retries: nothing is resent
+    assert retried[-1]["type"] == "RUN_ERROR" and retried[-1]["code"] == "RESUME_ALREADY_APPLIED"
+    assert successor.run(successor.body("hello", thread="inflight-1"))[-1]["type"] == "RUN_FINISHED"
+    assert len(quick_demo.runtime.tool_executions) == 1

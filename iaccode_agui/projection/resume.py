@@ -10,8 +10,8 @@ the command the machine asks for and reports what the upstream answered with ``o
 3. *Snapshot*: ``FetchTask`` must show the interrupted run's own task and context; its input projection
    says what the task waits for.
 4. *Recover*: an answer sent before a crash but never seen accepted is committed now (``RecordAnswer``)
-   when the snapshot proves the runtime consumed it; when the snapshot cannot tell, it is resent and a
-   refusal decides.  A terminal task ends the resume unless the client replays exactly those answers.
+   when the snapshot proves the runtime consumed it (``projection.inflight``), and the text of the turn
+   it started is shown; when the snapshot cannot tell, it is resent and a refusal decides.  A terminal task ends the resume unless the client replays exactly those answers.
 5. *Catch up*: a pipeline run first recovers the events it missed (``RecoverPipeline``).
 6. *Plan*: every answer is checked before anything is sent (``plan_resume``), so a refused resume leaves
    every interrupt pending; inputs the client never saw are announced again instead (discovery).
@@ -33,7 +33,7 @@ from iaccode_agui.a2a import dialect
 from iaccode_agui.errors import AguiError
 from iaccode_agui.projection import answers as encode
 from iaccode_agui.projection.answers import UpstreamAnswer
-from iaccode_agui.projection.interrupts import read_required_inputs
+from iaccode_agui.projection.inflight import judge_in_flight
 from iaccode_agui.projection.resume_commands import (CancelTask, Command, Delivery, Emit, FetchTask, Finished,
                                                      RecordAnswer, RecordInFlight, RecordInterrupts, RecoverPipeline,
                                                      ReleaseExecution, RestoreSession, ResumeFacts, SendAnswer,
@@ -67,6 +67,9 @@ class Phase(enum.Enum):
     EMITTING = "emitting"                             # Emit; then the step it was emitted for
     ENDED = "ended"
 
+
+SNAPSHOT_HISTORY = 100        # history entries of the resume's task snapshot, as the reference reads it
+RECOVERY_HISTORY = 10000      # ... when answers in flight are judged by the turn's text, which needs all of it
 
 _FOLLOW = frozenset({Phase.FOLLOW_CATCH_UP, Phase.FOLLOW_FETCH})
 _DELIVER = frozenset({Phase.RECORDING_IN_FLIGHT, Phase.EMITTING}) | _FOLLOW
@@ -129,6 +132,7 @@ class ResumeMachine:
         self._discovered: List[Tuple[Dict[str, Any], bool]] = []
         self._newly: List[Tuple[Dict[str, Any], bool]] = []
         self._to_recover: List[Tuple[str, str]] = []
+        self._turn_text = ""                         # text of the turn a recovered answer started
         self._recovering: Optional[Tuple[str, str]] = None
         self._refusal: Optional[AguiError] = None
         self._proposed: Pending = {}
@@ -212,16 +216,20 @@ class ResumeMachine:
             return self._fail("EXECUTION_LOST", errors.MSG_TASK_UNAVAILABLE)
         if facts.session_id and not self.generic:
             return self._ask(Phase.RESTORING, RestoreSession(facts.cwd, facts.session_id, facts.task_id))
-        return self._ask(Phase.FETCHING, FetchTask(facts.task_id, 100))
+        return self._ask(Phase.FETCHING, FetchTask(facts.task_id, self._snapshot_history()))
 
     def _on_restored(self, result: Result) -> Command:
         if result is Upstream.OK:
-            return self._ask(Phase.FETCHING, FetchTask(self._task_id, 100))
+            return self._ask(Phase.FETCHING, FetchTask(self._task_id, self._snapshot_history()))
         if result is Upstream.BACKUP_NOT_READY:
             return self._fail("SESSION_BACKUP_NOT_READY", errors.MSG_SESSION_BACKUP_NOT_READY)
         if result is Upstream.SESSION_LOST:
             return self._fail("EXECUTION_LOST", errors.MSG_SESSION_UNAVAILABLE)
         return self._fail("A2A_UNAVAILABLE", errors.MSG_A2A_UNAVAILABLE)
+
+    def _snapshot_history(self) -> int:
+        """History entries to read: all of them when an answer in flight is judged by the task's text."""
+        return RECOVERY_HISTORY if self.projector.in_flight() else SNAPSHOT_HISTORY
 
     @property
     def _task_id(self) -> str:
@@ -246,27 +254,17 @@ class ResumeMachine:
             failed = identity + self.projector.fail("A2A_PROTOCOL_ERROR", errors.MSG_A2A_PROTOCOL_ERROR)
             return self._emit(failed, self._finished)
         self._task_state = TaskState.of((task.get("status") or {}).get("state"))
-        self._plan_recovery(task)
+        self._plan_recovery(result)
         return self._emit(identity, self._recover_next)
 
     # ---- 4-5: recover answers in flight, terminal tasks, pipeline catch-up --------------------------
-    def _plan_recovery(self, task: Dict[str, Any]) -> None:
-        """Answers sent but never seen accepted: committed on positive evidence only.
-
-        The task no longer waits, or waits for inputs that exclude the answer: it was consumed.  A waiting
-        task without any input projection proves nothing (a restarted runtime, a generic agent): those
-        answers are "maybe applied" and resent.
-        """
-        waiting = None
-        if self._task_state is TaskState.INPUT_REQUIRED:
-            projected = read_required_inputs(dialect.iac_code_metadata(task))
-            waiting = {value.get("inputId") for value, _ in projected} if projected else None
-        for interrupt_id, digest in self.projector.in_flight():
-            if self._task_state is TaskState.INPUT_REQUIRED and (waiting is None or interrupt_id in waiting):
-                if waiting is None:
-                    self.maybe_applied[interrupt_id] = digest
-                continue
-            self._to_recover.append((interrupt_id, digest))
+    def _plan_recovery(self, snapshot: Dict[str, Any]) -> None:
+        """Answers sent but never seen accepted: committed on positive evidence only (``inflight``)."""
+        verdict = judge_in_flight(snapshot, self.projector.in_flight(), self.projector.ctx.text_digests,
+                                  generic=self.generic)
+        self._to_recover.extend(verdict.consumed)
+        self.maybe_applied.update(verdict.maybe_applied)
+        self._turn_text = verdict.turn_text
 
     def _recover_next(self) -> Command:
         if self._to_recover:
@@ -293,9 +291,21 @@ class ResumeMachine:
 
     def _terminal_task(self) -> Command:
         if self.recovered and self._replays_applied():
-            return self._emit(self.projector.accept(), self._follow)   # reports how the task ended
+            return self._continue_recovered()      # reports how the task ended
         self._final = self._execution_lost
         return self._ask(Phase.RELEASING, ReleaseExecution())
+
+    def _continue_recovered(self) -> Command:
+        """The client retries the very answer the runtime took before the crash: continue from there.
+
+        The stream that would have shown the turn the answer started went with the crash; what of it the
+        task keeps is shown here, since nobody else will.
+        """
+        outputs = list(self.projector.accept())
+        if self._turn_text:
+            spans = self.projector.spans
+            outputs.extend(spans.text(spans.current_text or "assistant-" + self.facts.run_id, self._turn_text))
+        return self._emit(outputs, self._follow)
 
     def _execution_lost(self) -> List[Output]:
         self.projector.drop_pending()
@@ -342,8 +352,7 @@ class ResumeMachine:
         exc = self._refusal
         assert exc is not None
         if self.recovered and exc.code == "RESUME_ALREADY_APPLIED" and self._replays_applied():
-            # The client retries the very answer the runtime took before the crash: continue from there.
-            return self._emit(self.projector.accept(), self._follow)
+            return self._continue_recovered()
         return self._fail(exc.code, exc.message)
 
     def _prepare(self, plan: ResumePlan) -> None:

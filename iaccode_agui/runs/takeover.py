@@ -23,6 +23,7 @@ from iaccode_agui.i18n import translate
 from iaccode_agui.projection import events as ev
 from iaccode_agui.projection import interrupts
 from iaccode_agui.projection.adopt import AdoptedProjector
+from iaccode_agui.projection.inflight import judge_in_flight
 from iaccode_agui.projection.run import ProtocolViolation
 from iaccode_agui.projection.states import TaskState
 from iaccode_agui.runs import logformat
@@ -32,7 +33,7 @@ from iaccode_agui.runs.recorder import StateRecorder
 from iaccode_agui.runs.runlog import RunLogWriter
 from iaccode_agui.runs.worker import RunWorker
 from iaccode_agui.state.model import ThreadState
-from iaccode_agui.state.store import RunLease, StateError
+from iaccode_agui.state.store import RunLease, StateError, StateWriteFailed
 
 log = logging.getLogger("iaccode_agui.runs")
 
@@ -237,6 +238,7 @@ def _from_snapshot(worker: RunWorker, task_id: str, *, boundary_only: bool = Tru
     except ProtocolViolation:
         worker.apply(projector.fail("A2A_PROTOCOL_ERROR", errors.MSG_A2A_PROTOCOL_ERROR))
         return True
+    _settle_in_flight(worker, snapshot)
     worker.apply(projector.catch_up(snapshot))
     state = TaskState.of((dialect.unwrap(snapshot)[1].get("status") or {}).get("state"))
     boundary = state.terminal or state is TaskState.INPUT_REQUIRED
@@ -247,3 +249,22 @@ def _from_snapshot(worker: RunWorker, task_id: str, *, boundary_only: bool = Tru
     if not projector.done and boundary:
         worker.apply(projector.end_of_stream())
     return projector.done
+
+
+def _settle_in_flight(worker: RunWorker, snapshot: Any) -> None:
+    """Commit the answers the dead owner sent whose acceptance it never recorded, when the task shows them
+    consumed; otherwise the finished turn would leave them pending and a retry would send them again."""
+    projector = worker.projector
+    assert isinstance(projector, AdoptedProjector)
+    in_flight = projector.in_flight()
+    if not in_flight:
+        return
+    verdict = judge_in_flight(snapshot, in_flight, projector.ctx.text_digests, generic=projector.ctx.generic)
+    for interrupt_id, digest in verdict.consumed:
+        try:
+            worker.recorder.commit_answer(interrupt_id, digest)
+        except StateWriteFailed as exc:
+            log.error("answer %s the runtime consumed could not be committed: %s", interrupt_id, exc)
+            continue
+        log.info("answer %s was consumed before its owner died: committed by the adopter", interrupt_id)
+        projector.mark_applied(interrupt_id)
