@@ -6,7 +6,7 @@ import time
 import pytest
 
 from iaccode_agui.errors import AguiError
-from iaccode_agui.runs import logformat
+from iaccode_agui.runs import logformat, runlog
 from iaccode_agui.runs.channel import RunChannel
 from iaccode_agui.runs.framequeue import END
 from iaccode_agui.runs.replaymem import ReplayBudget
@@ -211,3 +211,40 @@ def test_a_log_at_its_size_cap_still_replays_what_memory_already_let_go(tmp_path
     assert channel.log_path is not None and not channel.log_complete
     records = store.open_reader("t", "r").read_new()
     assert records[-1].kind == logformat.KIND_CLOSE   # ended, not orphaned: no process takes it over
+
+
+def test_a_retention_sweep_can_never_remove_a_log_being_created(tmp_path, monkeypatch):
+    """A sweep under size pressure runs between the file's creation and its lock: the new log survives."""
+    creating = RunLogStore(str(tmp_path), ttl=600, max_bytes=1 << 20)
+    sweeping = RunLogStore(str(tmp_path), ttl=0, max_bytes=1)      # removes every unlocked log it sees
+    real_lock = runlog._try_lock
+    swept = []
+
+    def lock_after_a_sweep(fd, mode):
+        if not swept:
+            swept.append(None)                    # the sweep's own locks go straight through
+            swept[0] = sweeping.sweep(now=time.time() + 10)
+        return real_lock(fd, mode)
+
+    monkeypatch.setattr(runlog, "_try_lock", lock_after_a_sweep)
+    writer = creating.create("t-race", "r-race", {"executionId": "e"})
+    writer.append(0, "RUN_STARTED", b"id: 0\ndata: {}\n\n")
+    assert swept == [0]
+    assert os.path.exists(writer.path) and os.stat(writer.path).st_ino == os.fstat(writer._fd).st_ino
+    reader = creating.open_reader("t-race", "r-race")
+    assert reader is not None and [r.seq for r in reader.read_new()] == [0]
+    reader.close()
+    writer.close({"outcome": "success", "events": 1})
+    assert sorted(os.listdir(creating.runs_dir)) == [os.path.basename(writer.path)]
+
+
+def test_a_creation_that_died_half_way_leaves_nothing_past_a_sweep(tmp_path):
+    store = RunLogStore(str(tmp_path), ttl=600, max_bytes=1 << 20)
+    store.create("t-0", "r-0", {}).close({"outcome": "success", "events": 0})
+    stale = os.path.join(store.runs_dir, "dead-creator" + runlog.CREATING_SUFFIX)
+    with open(stale, "wb") as handle:
+        handle.write(b"AGUI")
+    store.sweep()
+    assert os.path.exists(stale)              # it may be a creation under way
+    store.sweep(now=time.time() + runlog.CREATING_STALE + 1)
+    assert not os.path.exists(stale) and len(os.listdir(store.runs_dir)) == 1

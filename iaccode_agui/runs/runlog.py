@@ -36,6 +36,9 @@ log = logging.getLogger("iaccode_agui.runlog")
 
 _DIR_MODE = 0o700
 _FILE_MODE = 0o600
+CREATING_SUFFIX = ".creating"   # a log being created: never a ".log" until it is locked and has its header
+CREATE_ATTEMPTS = 5
+CREATING_STALE = 60.0           # an unlocked creation file this old was left by a process that died
 _READ_CHUNK = 1 << 20
 
 
@@ -243,26 +246,49 @@ class RunLogStore:
         self._ready = True
 
     def create(self, thread_id: str, run_id: str, header: Dict[str, Any]) -> RunLogWriter:
-        """A new log for a run (run ids are never reused on a thread, so any old file is stale)."""
+        """A new log for a run (run ids are never reused on a thread, so any old file is stale).
+
+        The log is made under a private name, locked, given its header, then renamed into place: a
+        retention sweep only ever sees it locked (live), so it can never remove a log being created.
+        """
         self._ensure_dir()
         path = self.path_for(thread_id, run_id)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     _FILE_MODE)
+        fd, temp = self._locked_new_file(path)
         try:
-            os.fchmod(fd, _FILE_MODE)
-            if not _try_lock(fd, fcntl.LOCK_EX):
-                raise OSError(errno.EBUSY, "the run log is held by another writer")
             writer = RunLogWriter(path, fd, 0, self.max_bytes, self._fsync)
             fields = dict(header, threadId=thread_id, runId=run_id, createdAt=time.time())
             writer._write(logformat.encode_start(fields))
+            os.rename(temp, path)
         except BaseException:
             os.close(fd)
             with contextlib.suppress(OSError):
-                os.unlink(path)
+                os.unlink(temp)
             raise
         return writer
+
+    @staticmethod
+    def _locked_new_file(path: str) -> Tuple[int, str]:
+        """A fresh private file next to ``path``, opened and locked, and still linked under its name."""
+        temp = "%s.%d-%d%s" % (path, os.getpid(), threading.get_ident(), CREATING_SUFFIX)
+        for _ in range(CREATE_ATTEMPTS):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         _FILE_MODE)
+            try:
+                os.fchmod(fd, _FILE_MODE)
+                if not _try_lock(fd, fcntl.LOCK_EX):
+                    raise OSError(errno.EBUSY, "the new run log is held by another process")
+                # A sweep of stale creations may have unlinked it before the lock: then start again.
+                if os.stat(temp, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                    return fd, temp
+            except FileNotFoundError:
+                pass
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)
+        raise OSError(errno.EAGAIN, "the new run log kept disappearing")
 
     def reopen(self, thread_id: str, run_id: str) -> Optional[Tuple[RunLogWriter, Dict[str, Any], List[Record]]]:
         """Take over the log of a run whose writer is gone: its writer, header and intact records.
@@ -395,7 +421,14 @@ class RunLogStore:
         for name in names:
             if name.endswith(".watch"):
                 self._drop_unwatched(os.path.join(self.runs_dir, name))
+            elif name.endswith(CREATING_SUFFIX):
+                self._drop_dead_creation(os.path.join(self.runs_dir, name), now)
         return removed
+
+    def _drop_dead_creation(self, path: str, now: float) -> None:
+        with contextlib.suppress(OSError):
+            if now - os.lstat(path).st_mtime > CREATING_STALE:
+                self._unlink_if_unlocked(path)
 
     @staticmethod
     def _finished_info(path: str) -> Optional[tuple]:
