@@ -58,6 +58,9 @@ MSG_RUN_ALREADY_TERMINAL = "The run has already ended and its events are no long
 MSG_RUNTIME_DRAINING = "The server is shutting down and does not accept new runs."
 MSG_RUNTIME_CAPACITY = "The server has reached its limit of active runs."
 MSG_WSGI_SERVER_UNSUPPORTED = "The WSGI server runs one request at a time per process; run the adapter on a threaded server."
+MSG_RUN_LOG_INCOMPLETE = ("This stream cannot follow the run further: the server stopped recording its events (the run's "
+                          "log reached its size limit or could not be written). The run itself goes on; re-attach to "
+                          "reach its process.")
 MSG_RUNTIME_MISMATCH = ("This thread belongs to another A2A runtime; every process sharing a state directory must "
                         "use the same runtime.")
 
@@ -129,6 +132,7 @@ ERRORS: Dict[str, Tuple[int, str]] = {
     "RUNTIME_CAPACITY_EXCEEDED": (429, MSG_RUNTIME_CAPACITY),
     "WSGI_SERVER_UNSUPPORTED": (503, MSG_WSGI_SERVER_UNSUPPORTED),
     "RUNTIME_MISMATCH": (503, MSG_RUNTIME_MISMATCH),
+    "RUN_LOG_INCOMPLETE": (503, MSG_RUN_LOG_INCOMPLETE),
     # Reported as RUN_ERROR inside the SSE stream (the status is what they would be over plain HTTP).
     "INCOMPLETE_RESUME": (409, MSG_INCOMPLETE_RESUME),
     "UNKNOWN_INTERRUPT": (409, MSG_UNKNOWN_INTERRUPT),

@@ -1,4 +1,5 @@
 """Run log files: permissions, live/finished detection, torn tails on disk, retention, channel replay."""
+import json
 import os
 import stat
 import time
@@ -248,3 +249,86 @@ def test_a_creation_that_died_half_way_leaves_nothing_past_a_sweep(tmp_path):
     assert os.path.exists(stale)              # it may be a creation under way
     store.sweep(now=time.time() + runlog.CREATING_STALE + 1)
     assert not os.path.exists(stale) and len(os.listdir(store.runs_dir)) == 1
+
+
+def _follow_to_the_end(store, limit=10.0):
+    """What a client following run (t, r) from another process receives, until its stream ends."""
+    from iaccode_agui.metrics import Metrics
+    from iaccode_agui.runs.attach import LogAttach
+    attach = LogAttach(store, Metrics(), 1000, poll=0.01)
+    attach.adopt = lambda thread_id, run_id: True          # the owner is alive and holds the run
+    _, sub = attach.reattach("t", "r", None, None, "en")
+    frames, deadline = [], time.monotonic() + limit
+    while time.monotonic() < deadline:
+        items = sub.queue.take(100)
+        frames.extend(item for item in items if item is not END)
+        if END in items:
+            return b"".join(frames)
+        time.sleep(0.01)
+    raise AssertionError("the follower did not end: %r" % frames[-3:])
+
+
+def _last_event(data):
+    return json.loads(data.rstrip(b"\n").split(b"\n\n")[-1].split(b"data: ", 1)[1])
+
+
+def test_a_follower_of_a_log_that_reached_its_size_cap_is_told_at_once(tmp_path):
+    store = RunLogStore(str(tmp_path / "state"), ttl=600, max_bytes=2000)
+    channel = RunChannel(1000, 100, run_log=store.create("t", "r", {}))
+    for seq in range(40):
+        channel.publish(dict(_event(seq), delta="x" * 40))
+    assert not channel.log_complete                       # the cap was reached; the run goes on
+    data = _follow_to_the_end(store)                      # before the run ends
+    logged = _ids(data)
+    assert logged == list(range(len(logged))) and 0 < len(logged) < 40
+    end = _last_event(data)
+    assert end["type"] == "RUN_ERROR" and end["code"] == "RUN_LOG_INCOMPLETE"
+    assert not data.rstrip(b"\n").split(b"\n\n")[-1].startswith(b"id:")   # the run's next id is still to come
+    channel.publish(_event(40))
+    channel.close("success")
+    assert _ids(b"".join(channel.attach(after_seq=None).replay)) == list(range(41))   # the owner misses nothing
+    assert store.orphans() == []                          # a log that stopped early is never taken over
+
+
+def test_a_log_given_up_after_a_write_error_ends_its_followers_with_a_clear_code(tmp_path, monkeypatch):
+    store = RunLogStore(str(tmp_path / "state"), ttl=600, max_bytes=1 << 20)
+    writer = store.create("t", "r", {})
+    channel = RunChannel(1000, 100, run_log=writer)
+    owner = channel.attach()
+    channel.publish(_event(0))
+    real_write = os.write
+
+    def disk_full(fd, data):
+        if fd == writer._fd and b"TEXT_MESSAGE_CONTENT" in bytes(data):
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", disk_full)
+    channel.publish(_event(1))                            # the append fails: the log is given up
+    monkeypatch.setattr(os, "write", real_write)
+    assert channel.log_path is None and not os.path.exists(writer.path)
+    assert b"id: 1\n" in _frames(owner.queue.take(10))    # the owner's live stream goes on
+
+
+def test_a_follower_whose_log_vanished_while_its_run_lives_gets_run_log_incomplete(tmp_path, monkeypatch):
+    store = RunLogStore(str(tmp_path / "state"), ttl=600, max_bytes=1 << 20)
+    writer = store.create("t", "r", {})
+    channel = RunChannel(1000, 100, run_log=writer)
+    channel.publish(_event(0))
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: (_ for _ in ()).throw(OSError(28, "No space left"))
+                        if fd == writer._fd else real_write(fd, data))
+    from iaccode_agui.metrics import Metrics
+    from iaccode_agui.runs.attach import LogAttach
+    attach = LogAttach(store, Metrics(), 1000, poll=0.01)
+    attach.adopt = lambda thread_id, run_id: True
+    _, sub = attach.reattach("t", "r", None, None, "en")
+    channel.publish(_event(1))                # disk full: not even the early end can be written
+    monkeypatch.setattr(os, "write", real_write)
+    frames, deadline = [], time.monotonic() + 10
+    while END not in frames and time.monotonic() < deadline:
+        frames.extend(sub.queue.take(100))
+        time.sleep(0.01)
+    data = b"".join(item for item in frames if item is not END)
+    assert _ids(data) == [0]
+    assert _last_event(data)["code"] == "RUN_LOG_INCOMPLETE"

@@ -6,11 +6,14 @@ file the owner appends to, so any process sharing the state directory can serve 
 them can follow one run without taking it over.  A re-attach also marks the run as followed, which the
 owner's reconnect-grace timer respects: the client is attached, only somewhere else.
 """
+import json
 import logging
+import time
 from typing import Callable, List, Optional, Tuple
 
 from iaccode_agui import errors
 from iaccode_agui.errors import AguiError
+from iaccode_agui.a2a.sse import encode_event
 from iaccode_agui.i18n import translate
 from iaccode_agui.metrics import Metrics
 from iaccode_agui.projection import events
@@ -52,6 +55,20 @@ def lost_run_frames(thread_id: str, run_id: str, language: str) -> Callable[[int
     def end(last_seq: int) -> List[bytes]:
         event = events.run_error(thread_id, run_id, "EXECUTION_LOST", translate(errors.MSG_EXECUTION_LOST, language))
         return [encode_agui_event(event, last_seq + 1)]
+    return end
+
+
+def incomplete_log_frames(thread_id: str, run_id: str, language: str) -> Callable[[int], List[bytes]]:
+    """The end of a follower's stream when the log stopped before the run's end while the run goes on.
+
+    The frame has no SSE id: the run's own next id is still to come, so a client that re-attaches with
+    its last id (and reaches the owner) misses nothing.
+    """
+    def end(last_seq: int) -> List[bytes]:
+        event = events.run_error(thread_id, run_id, "RUN_LOG_INCOMPLETE",
+                                 translate(errors.MSG_RUN_LOG_INCOMPLETE, language))
+        event.setdefault("timestamp", int(time.time() * 1000))
+        return [encode_event(json.dumps(event, ensure_ascii=False, separators=(",", ":")))]
     return end
 
 
@@ -101,6 +118,7 @@ class LogAttach:
         def on_orphan(last_seq: int) -> Optional[List[bytes]]:
             return None if self.adopt(thread_id, run_id) else lost(last_seq)
         follower = LogFollower(reader, after_seq, sub.queue, on_orphan=on_orphan, on_orphan_fallback=lost,
+                               on_incomplete=incomplete_log_frames(thread_id, run_id, language),
                                watch=watch, poll=self.poll)  # type: ignore[arg-type]
         sub.follower = follower
         follower.start()

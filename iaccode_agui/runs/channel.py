@@ -131,10 +131,11 @@ class RunChannel:
             # log (and its lock) as the source of that prefix; memory keeps every later frame.
             log.warning("run log %s reached its size cap at event %d", run_log.path, seq)
             self._log_end = seq
+            self._stop_logging(run_log, seq - 1)
         except OSError as exc:
             # Replay falls back to memory alone; a log with a gap would replay a wrong history.
             log.warning("run log %s given up: %s", run_log.path, exc)
-            run_log.discard()
+            run_log.discard(seq - 1)
             self._log = None
             self.log_path = None
 
@@ -173,6 +174,13 @@ class RunChannel:
         while not sub.queue.put(item, timeout=0.25):
             if self._subscriber is not sub:
                 return
+
+    @staticmethod
+    def _stop_logging(run_log: RunLogWriter, last_seq: int) -> None:
+        try:
+            run_log.mark_incomplete(last_seq, "size-cap")
+        except OSError as exc:
+            log.warning("run log %s: its early end could not be recorded: %s", run_log.path, exc)
 
     def close(self, outcome: Optional[str] = None) -> None:
         with self._lock:

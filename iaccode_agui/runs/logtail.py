@@ -80,16 +80,23 @@ class LogFollower:
     terminal event (the owning process died).  It returns None when the log goes on (the run was adopted,
     here or by another process): the follower then reopens the file -- the adopter may have cut a torn
     tail -- and carries on after the last id it sent.  Otherwise it returns the frames that end the stream.
+
+    ``on_incomplete(last_seq)`` gives the frames that end the stream when the log stops before the run's
+    terminal event while the run goes on: a close record without one (the log reached its size cap, or its
+    writer gave it up after a write error), or a log that went away while its run still has an owner.
+    Ending silently there would look like a cut connection, and ``EXECUTION_LOST`` would be false.
     """
 
     def __init__(self, reader: RunLogReader, after_seq: Optional[int], queue: FrameQueue, *,
                  on_orphan: OrphanHandler, watch: Optional[WatchMark] = None, poll: float = 0.05,
-                 on_orphan_fallback: Optional[Callable[[int], List[bytes]]] = None) -> None:
+                 on_orphan_fallback: Optional[Callable[[int], List[bytes]]] = None,
+                 on_incomplete: Optional[Callable[[int], List[bytes]]] = None) -> None:
         self._reader = reader
         self._after = -1 if after_seq is None else after_seq
         self._queue = queue
         self._on_orphan = on_orphan
         self._on_orphan_fallback = on_orphan_fallback or (lambda last: [])
+        self._on_incomplete = on_incomplete or (lambda last: [])
         self._watch = watch
         self._poll = poll
         self._stop = threading.Event()
@@ -146,6 +153,8 @@ class LogFollower:
         """Queue the new frames; True when the stream is over (close record, or the client left)."""
         for record in records:
             if record.kind == logformat.KIND_CLOSE:
+                if not self.saw_terminal:
+                    self._put_all(self._on_incomplete(max(self._after, self.last_seq)))
                 return True
             if record.kind != logformat.KIND_EVENT or record.seq <= max(self._after, self.last_seq):
                 continue
@@ -166,7 +175,7 @@ class LogFollower:
                 self._reader.close()
                 self._reader = fresh
                 return True
-            frames = self._on_orphan_fallback(last)
+            frames = self._on_incomplete(last)     # the run has an owner, but its log is gone
         self._put_all(frames)
         return False
 

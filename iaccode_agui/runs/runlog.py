@@ -74,6 +74,7 @@ class RunLogWriter:
         self.size = size
         self._max = max_bytes
         self._fsync = fsync
+        self.incomplete = False
 
     def _write(self, data: bytes, capped: bool = True) -> None:
         if self._fd is None:
@@ -92,9 +93,25 @@ class RunLogWriter:
         if self._fd is not None and self._fsync:
             os.fsync(self._fd)
 
+    def mark_incomplete(self, last_seq: int, reason: str) -> None:
+        """End the log early: nothing more will be written, though the run goes on (size cap, write error).
+
+        It is a close record, so followers elsewhere learn at once that the log stops here (and end their
+        streams with ``RUN_LOG_INCOMPLETE``) and nobody takes the run over from a log that misses its end.
+        The descriptor and its lock are kept: the prefix stays the owner's replay source until the run ends.
+        """
+        if self._fd is None or self.incomplete:
+            return
+        self._write(logformat.encode_close({"events": last_seq + 1, "outcome": "incomplete", "reason": reason}),
+                    capped=False)
+        self.incomplete = True
+
     def close(self, outcome: Dict[str, Any]) -> None:
         """Mark the log complete and make it durable; the lock goes with the descriptor."""
         if self._fd is None:
+            return
+        if self.incomplete:
+            self._release()          # its close record was written when it stopped
             return
         try:
             # Past the cap too (one small record): without it a log that filled up mid-run would look
@@ -110,8 +127,13 @@ class RunLogWriter:
         """Let the log go without writing (another process's complete log that was only checked)."""
         self._release()
 
-    def discard(self) -> None:
-        """Give the log up (a write failed): remove it so nobody replays a log with a gap."""
+    def discard(self, last_seq: int = -1) -> None:
+        """Give the log up (a write failed): remove it so nobody replays a log with a gap.
+
+        Its followers still read the open file: they are told it stops, when that last write still works.
+        """
+        with contextlib.suppress(OSError):
+            self.mark_incomplete(last_seq, "write-failed")
         with contextlib.suppress(OSError):
             os.unlink(self.path)
         self._release()
