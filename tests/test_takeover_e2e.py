@@ -272,3 +272,34 @@ def test_an_owner_dead_between_the_answer_s_acceptance_and_its_commit_leaves_not
     assert retried[-1]["type"] == "RUN_ERROR" and retried[-1]["code"] == "RESUME_ALREADY_APPLIED"
     assert successor.run(successor.body("hello", thread="inflight-1"))[-1]["type"] == "RUN_FINISHED"
     assert len(quick_demo.runtime.tool_executions) == 1
+
+
+def test_an_adopted_run_s_usage_includes_what_the_dead_owner_counted(adapter_factory, quick_demo, tmp_path,
+                                                                     workspace, monkeypatch):
+    from iaccode_agui.demo import turns
+    from iaccode_agui.runs.runlog import RunLogReader, RunLogStore
+    release = threading.Event()
+    original = turns.Turn.final
+    monkeypatch.setattr(turns.Turn, "final", lambda turn, text: (release.wait(30), original(turn, text)))
+    state_dir = str(tmp_path / "state")
+    owner = AdapterProcess(quick_demo.url, quick_demo.token, state_dir, workspace, str(tmp_path / "owner.log"))
+    body = run_body(workspace, "slow", "usage-1")
+    response = post_run(owner.url, body)
+    path = RunLogStore(state_dir, ttl=600, max_bytes=1 << 20).path_for("usage-1", body["runId"])
+
+    def usage_noted():
+        reader = RunLogReader.open(path)
+        try:
+            return reader is not None and any(r.kind == logformat.KIND_USAGE for r in reader.read_new())
+        finally:
+            if reader is not None:
+                reader.close()
+    assert wait_for(usage_noted, 30)         # the owner counted the turn's LLM call, then dies
+    seen, ids = read_then_kill(owner, response, b"slow-59 ", 1)
+    release.set()
+    successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token)
+    rest = parse_sse(successor.post(body, headers={"Last-Event-ID": str(ids[-1])}, timeout=30).content)[0]
+    assert rest[-1]["type"] == "RUN_FINISHED" and text_of(seen + rest) == SLOW_TEXT
+    inp, out, _ = turns.FIRST_CALL_USAGE
+    assert rest[-1]["usage"] == [{"provider": "openai", "model": "other", "inputTokens": inp, "outputTokens": out,
+                                  "totalTokens": inp + out, "cachedInputTokens": 0}]

@@ -163,3 +163,33 @@ def test_a_resumed_run_whose_earlier_text_is_not_recognised_shows_nothing_twice(
 def test_a_resumed_run_shows_the_final_text_of_its_turn_when_nothing_of_it_was_shown():
     adopted = AdoptedProjector(_resumed("I'll create hello.txt for you."), _resumed_run_started())
     assert _text(_events(adopted.feed(_final("Done: hello.txt was written.")))) == "Done: hello.txt was written."
+
+
+def _usage_frame(inp: int, out: int) -> Dict[str, Any]:
+    return {"statusUpdate": {"taskId": "task-1", "contextId": "agui-ctx", "status": {"state": "TASK_STATE_WORKING"},
+                             "metadata": {"iac_code": {"usage": {"inputTokens": float(inp), "outputTokens": float(out),
+                                                                 "totalTokens": float(inp + out),
+                                                                 "model": "m", "provider": "p"}}}}}
+
+
+def test_an_adopted_run_s_usage_includes_what_its_dead_owner_had_counted(tmp_path):
+    from iaccode_agui.runs.channel import RunChannel
+    from iaccode_agui.runs.runlog import RunLogStore
+    from iaccode_agui.runs.takeover import _logged_usage
+    owner = RunProjector(FRESH)
+    sent = _events(owner.start()) + _events(owner.feed(_delta("before ")))
+    owner.feed(_usage_frame(100, 20))
+    store = RunLogStore(str(tmp_path), ttl=600, max_bytes=1 << 20)
+    channel = RunChannel(100, 100, run_log=store.create("t", "r", {}))
+    for event in sent:
+        channel.publish(event)
+    channel.note_usage(owner.usage.summary())          # what the owner's worker writes as usage changes
+    reader = store.open_reader("t", "r")
+    noted = _logged_usage(reader.read_new())
+    reader.close()
+    adopted = AdoptedProjector(CTX, sent)
+    adopted.usage.restore(noted)
+    after = _events(adopted.feed(_usage_frame(7, 3))) + _events(adopted.feed(_completed()))
+    assert after[-1]["type"] == "RUN_FINISHED"
+    assert after[-1]["usage"] == [{"provider": "p", "model": "m", "inputTokens": 107, "outputTokens": 23,
+                                   "totalTokens": 130}]

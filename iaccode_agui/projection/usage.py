@@ -17,6 +17,13 @@ def _count(value: Any) -> Optional[int]:
 class UsageLedger:
     def __init__(self) -> None:
         self._totals: Dict[Tuple[Optional[str], Optional[str]], Dict[str, int]] = {}
+        self.version = 0          # bumped by every counted record, so a writer knows when to note the totals
+
+    def restore(self, summary: Any) -> None:
+        """Start from totals counted earlier (by the process that owned the run before it died)."""
+        for entry in summary if isinstance(summary, list) else []:
+            if isinstance(entry, dict):
+                self.record(entry)
 
     def record(self, usage: Any) -> None:
         """Ignore anything that is not a usage record (e.g. context-window stats from older runtimes)."""
@@ -33,6 +40,7 @@ class UsageLedger:
         for name, value in counts.items():
             if value is not None:
                 bucket[name] = bucket.get(name, 0) + value
+        self.version += 1
 
     def summary(self) -> Optional[List[Dict[str, Any]]]:
         if not self._totals:

@@ -175,6 +175,17 @@ class RunChannel:
             if self._subscriber is not sub:
                 return
 
+    def note_usage(self, usage: Any) -> None:
+        """Record the run's usage totals in its log (best-effort: they only matter to a take-over)."""
+        with self._lock:
+            run_log = self._log
+            if self.closed or run_log is None or self._log_end is not None:
+                return
+            try:
+                run_log.note_usage(usage)
+            except OSError as exc:     # a full log or disk: the next event's append decides what happens
+                log.info("run log %s: usage totals not recorded: %s", run_log.path, exc)
+
     @staticmethod
     def _stop_logging(run_log: RunLogWriter, last_seq: int) -> None:
         try:

@@ -8,6 +8,9 @@ with both numbers big-endian; the payload's first byte says what it is:
 - ``E`` -- one published event: its SSE id (8 bytes), the length of its type name (1 byte), the type name,
   then the exact SSE frame that was (or will be) sent to clients.  Keeping the frame verbatim means a
   replay sends the same bytes, the same id and the same timestamp as the live stream did.
+- ``U`` -- the run's token usage totals so far (a JSON object ``{"usage": [...]}``, the shape of
+  ``RUN_FINISHED.usage``), written when they change: they reach clients only with the terminal event,
+  so a process that takes the run over after a crash starts from them instead of from zero.
 - ``Z`` -- the run's channel closed: nothing follows.  A JSON object with the outcome.
 
 A process killed in the middle of a write leaves a record that is short or whose checksum does not match;
@@ -24,6 +27,7 @@ MAGIC = b"AGUIRUNLOG1\n"
 KIND_HEADER = "H"
 KIND_EVENT = "E"
 KIND_CLOSE = "Z"
+KIND_USAGE = "U"
 MAX_RECORD_BYTES = 1 << 30        # a longer length field can only be damage
 
 TERMINAL_TYPES = frozenset(["RUN_FINISHED", "RUN_ERROR"])
@@ -67,6 +71,10 @@ def encode_event(seq: int, event_type: str, frame: bytes) -> bytes:
     return _frame(b"E" + _EVENT.pack(seq, len(name)) + name + frame)
 
 
+def encode_usage(usage: Any) -> bytes:
+    return _frame(KIND_USAGE.encode("ascii") + _json({"usage": usage}))
+
+
 def encode_close(outcome: Dict[str, Any]) -> bytes:
     return _frame(KIND_CLOSE.encode("ascii") + _json(outcome))
 
@@ -97,7 +105,7 @@ def _decode(payload: bytes) -> Optional[Record]:
             return None
         return Record(KIND_EVENT, seq=seq, event_type=body[_EVENT.size:start].decode("ascii", "replace"),
                       frame=bytes(body[start:]))
-    if kind in (KIND_HEADER, KIND_CLOSE):
+    if kind in (KIND_HEADER, KIND_CLOSE, KIND_USAGE):
         try:
             fields = json.loads(body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):

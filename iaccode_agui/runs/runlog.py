@@ -89,6 +89,9 @@ class RunLogWriter:
     def append(self, seq: int, event_type: str, frame: bytes) -> None:
         self._write(logformat.encode_event(seq, event_type, frame))
 
+    def note_usage(self, usage: Any) -> None:
+        self._write(logformat.encode_usage(usage))
+
     def sync(self) -> None:
         if self._fd is not None and self._fsync:
             os.fsync(self._fd)

@@ -51,6 +51,12 @@ class AdoptedRequest:
     parent_run_id: Optional[str] = None
 
 
+def _logged_usage(records: List[Record]) -> Any:
+    """The last usage totals the log noted (None when the owner counted none)."""
+    noted = [record.fields for record in records if record.kind == logformat.KIND_USAGE and record.fields]
+    return noted[-1].get("usage") if noted else None
+
+
 def _logged_events(records: List[Record]) -> Tuple[List[Dict[str, Any]], int, bool, bool]:
     """The events a log holds, its last id, and whether it has a terminal event and a close record."""
     logged: List[Dict[str, Any]] = []
@@ -122,7 +128,7 @@ class Takeover:
         manager.metrics.inc("agui_takeovers_total")
         log.warning("taking over run %s on thread %s after its owner died (%d events were sent)",
                     run_id, thread_id, last_seq + 1)
-        self._start(state, header, logged, last_seq, writer, lease)
+        self._start(state, header, logged, last_seq, writer, lease, _logged_usage(records))
         return True
 
     def _claim(self, thread_id: str, run_id: str, header: Dict[str, Any]) -> Optional[ThreadState]:
@@ -162,7 +168,7 @@ class Takeover:
         writer.close({"outcome": "recovered", "events": seq + 1})
 
     def _start(self, state: ThreadState, header: Dict[str, Any], logged: List[Dict[str, Any]], last_seq: int,
-               writer: RunLogWriter, lease: RunLease) -> None:
+               writer: RunLogWriter, lease: RunLease, usage: Any) -> None:
         manager = self.manager
         active = state.active_run
         assert active is not None
@@ -174,6 +180,7 @@ class Takeover:
                              run_log=writer, budget=manager.budget, first_seq=last_seq + 1)
         ctx = manager._context(req, state, language)
         projector = AdoptedProjector(ctx, logged, clock=manager.clock)
+        projector.usage.restore(usage)        # counted by the dead owner: the run's totals include it
         recorder = StateRecorder(manager.store, req.thread_id, ctx.execution_id, req.run_id)
         run = manager.register_run(req, state, lease, channel)
         worker = RunWorker(client=manager.client, projector=projector, channel=channel, recorder=recorder,

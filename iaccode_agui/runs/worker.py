@@ -49,6 +49,7 @@ class RunWorker:
         self._opened = False
         self._open_error: Optional[Exception] = None
         self._thread_started = False
+        self._usage_noted = projector.usage.version
 
     # ---- control from other threads ------------------------------------------------------------
     def open(self) -> None:
@@ -159,6 +160,14 @@ class RunWorker:
                     log.error("recovery-critical state write failed on thread %s: %s", self.recorder.thread_id, exc)
                     self._fail_closed(rest)
                 raise StopRun()
+        self._note_usage()
+
+    def _note_usage(self) -> None:
+        """Usage totals reach clients only at the run's end: the log keeps them for a take-over."""
+        usage = self.projector.usage
+        if usage.version != self._usage_noted and not self.projector.done:
+            self._usage_noted = usage.version
+            self.channel.note_usage(usage.summary())
 
     def flush_bindings(self) -> None:
         if self._held_task is None and self._held_session is None:
