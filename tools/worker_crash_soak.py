@@ -222,7 +222,8 @@ class Soak:
                 self.bad_runs.append("%s: text %r, uninterrupted %r" % (what, run.text[-80:], expected[-80:]))
             self.outcome("complete after a cut" if run.cut else "complete", run)
         elif final is not None and final.get("code") in DOCUMENTED_RUN_ERRORS:
-            self.outcome("RUN_ERROR %s" % final["code"], run)
+            named = "the task was named" if run.session().get("executionId") else "no session event yet"
+            self.outcome("RUN_ERROR %s (%s, %s)" % (final["code"], what, named), run)
         elif final is not None:
             self.bad_runs.append("%s: RUN_ERROR %s %s" % (what, final.get("code"), final.get("message")))
         elif run.code in DOCUMENTED_HTTP and run.cut:
