@@ -98,3 +98,21 @@ def test_a_file_link_swapped_for_a_fifo_after_its_check_is_refused_without_block
         os.close(os.open(str(target), os.O_WRONLY | os.O_NONBLOCK))
         _pytest.fail("opening the link blocked on a FIFO")
     assert outcome == ["FILE_LINK_NOT_FOUND"]
+
+
+def test_capabilities_name_the_routes_where_they_are_mounted(tmp_path, workspace):
+    """Embedded under a prefix, the routes the capabilities document names must be the ones that answer."""
+    from werkzeug.exceptions import NotFound
+    from werkzeug.middleware.dispatcher import DispatcherMiddleware
+    app = AguiApp(Settings(a2a_url="http://127.0.0.1:9/", state_dir=str(tmp_path / "state"),
+                           allowed_cwds=(workspace,)))
+    try:
+        client = Client(DispatcherMiddleware(NotFound(), {"/agui": app}))
+        routes = client.get("/agui/capabilities").get_json()["custom"]["iacCode"]["routes"]
+        assert routes == {"run": "/agui/", "agentcore": "/agui/ag-ui/agent", "stop": "/agui/ag-ui/agent/stop"}
+        for path in routes.values():
+            assert client.post(path, data=b"{}", content_type="application/json").status_code == 400
+        plain = Client(app).get("/capabilities").get_json()["custom"]["iacCode"]["routes"]
+        assert plain == {"run": "/", "agentcore": "/ag-ui/agent", "stop": "/ag-ui/agent/stop"}
+    finally:
+        app.close(0)

@@ -8,7 +8,8 @@ from typing import Any, Dict
 from iaccode_agui.config import Settings
 
 
-def capabilities(settings: Settings, *, generic_upstream: bool, draining: bool) -> Dict[str, Any]:
+def capabilities(settings: Settings, *, generic_upstream: bool, draining: bool, prefix: str = "") -> Dict[str, Any]:
+    """``prefix`` is where the application is mounted (``SCRIPT_NAME``): the routes named are the ones that answer."""
     iac_code = not generic_upstream
     return {
         "identity": {
@@ -28,13 +29,13 @@ def capabilities(settings: Settings, *, generic_upstream: bool, draining: bool) 
         "execution": {"codeExecution": iac_code},
         "humanInTheLoop": {"supported": True, "interrupts": True, "approvals": iac_code, "approveWithEdits": False,
                            "interventions": False, "feedback": False},
-        "custom": {"iacCode": _details(settings, draining)},
+        "custom": {"iacCode": _details(settings, draining, prefix.rstrip("/"))},
     }
 
 
-def _details(settings: Settings, draining: bool) -> Dict[str, Any]:
+def _details(settings: Settings, draining: bool, prefix: str) -> Dict[str, Any]:
     return {
-        "routes": {"run": "/", "agentcore": "/ag-ui/agent", "stop": "/ag-ui/agent/stop"},
+        "routes": {"run": prefix + "/", "agentcore": prefix + "/ag-ui/agent", "stop": prefix + "/ag-ui/agent/stop"},
         "imageInput": "inline base64 only (PNG, JPEG, GIF, WebP); no remote URLs",
         "attach": {"afterSequence": True, "lastEventId": True},
         "serverDefaults": settings.default_cwd is not None,   # forwardedProps may be {} on POST / as well

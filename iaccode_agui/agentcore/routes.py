@@ -107,7 +107,7 @@ class AgentCoreRoutes:
     # ---- GET /capabilities, /ag-ui/agent/capabilities ------------------------------------------------
     def capabilities(self, request: Request, info: Dict[str, Any]) -> Response:
         document = capabilities(self.settings, generic_upstream=self.manager.upstream_is_generic(),
-                                draining=self.manager.draining)
+                                draining=self.manager.draining, prefix=request.script_root)
         return self.app.json_response(document)
 
     # ---- GET /ag-ui/files/<token> -------------------------------------------------------------------
