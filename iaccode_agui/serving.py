@@ -115,10 +115,12 @@ class ServerThread:
                         if isinstance(dispatcher, BaseWSGIServer):
                             close_stalled(dispatcher, self.stall_timeout, now)
         finally:
-            self.server.close()
+            # Worker threads first: one still finishing a response pulls the trigger pipe, which the
+            # server's close() closes (EBADF, or a byte into a descriptor reused meanwhile).
             try:
                 self.server.task_dispatcher.shutdown(timeout=2)  # type: ignore[attr-defined]
             finally:
+                self.server.close()
                 wasyncore.close_all(server_map)
 
     @property
