@@ -3,7 +3,8 @@
 The manager is the shell around the pure admission rules: it holds the per-thread transaction while it
 probes the run lease and saves the claimed state, so two requests (or two processes) can never both
 admit a run on one thread.  It also keeps each run's channel for a while after the run ends so that a
-client can re-attach and read the tail it missed.
+client can re-attach and read the tail it missed.  What decides, for one run, that its client is gone
+(the reconnect and adoption graces) lives with the run, in ``runs.liverun``.
 """
 import collections
 import logging
@@ -29,6 +30,7 @@ from iaccode_agui.runs.attach import LogAttach
 from iaccode_agui.runs.channel import RunChannel, Subscription
 from iaccode_agui.runs.expiry import ExpiryScheduler
 from iaccode_agui.runs.housekeeping import Housekeeper
+from iaccode_agui.runs.liverun import LiveRun
 from iaccode_agui.runs.profile import DEFAULT as DEFAULT_PROFILE, RunProfile, ShapedPublisher
 from iaccode_agui.runs.recorder import StateRecorder
 from iaccode_agui.runs.replaymem import ReplayBudget
@@ -44,91 +46,8 @@ log = logging.getLogger("iaccode_agui.runs")
 FINISHED_KEEP = 256          # finished runs whose events stay available for re-attach
 FINISHED_TTL = 300.0         # seconds
 REATTACH_TAKEOVER_WAIT = 2.0  # how long a re-attach waits for the server to notice the old connection's loss
-REMOTE_ATTACH_POLL = 0.5      # how often an owner without a client checks for one attached elsewhere
 ABANDONED_RELEASE_WAIT = 1.0  # how long a new run waits for the release of a run whose client is gone
 ADOPTED_YIELD_WAIT = 5.0      # how long a new request waits for an unfollowed adopted run to end
-
-
-class LiveRun:
-    def __init__(self, manager: "RunManager", req: RunRequest, state: ThreadState, lease: RunLease,
-                 channel: RunChannel, profile: RunProfile = DEFAULT_PROFILE) -> None:
-        self.manager = manager
-        self.profile = profile
-        self.thread_id = req.thread_id
-        self.run_id = req.run_id
-        self.digest = req.digest
-        self.execution_id = state.execution.execution_id
-        self.ros_invocation_id = state.execution.ros_invocation_id
-        self.lease = lease
-        self.channel = channel
-        self.worker: Optional[RunWorker] = None
-        self.ended_at: Optional[float] = None
-        self._grace_timer: Optional[threading.Timer] = None
-        self.keep_without_client = False    # followed to its end even with nobody attached
-        self.adopted = False                # continued from its log after its owning process died
-        # One re-attach at a time may wait for the old connection's loss; the others answer at once, so a
-        # flood of re-attaches cannot hold a worker each for the whole take-over wait.
-        self.takeover_gate = threading.Lock()
-
-    @property
-    def key(self) -> Tuple[str, str]:
-        return self.thread_id, self.run_id
-
-    def client_closed(self, finished: bool) -> None:
-        """The SSE response closed; cancel the run unless it ended or is safely interrupted."""
-        self.manager.metrics.inc("agui_streams_closed_total")
-        worker = self.worker
-        if finished or worker is None or worker.finished or self.channel.attached or self.keep_without_client:
-            return      # ended, another client already took the run over (re-attach), or kept regardless
-        if self.followed_elsewhere():
-            self._recheck_later()
-            return
-        grace = self.manager.settings.reconnect_grace
-        if grace > 0:
-            self.cancel_grace()
-            timer = threading.Timer(grace, self._grace_expired)
-            timer.daemon = True
-            self._grace_timer = timer
-            timer.start()
-            return
-        worker.request_cancel()
-
-    def cancel_grace(self) -> None:
-        """A client re-attached (or a new grace period starts): an older timer must not cut it short."""
-        timer, self._grace_timer = self._grace_timer, None
-        if timer is not None:
-            timer.cancel()
-
-    def _grace_expired(self) -> None:
-        worker = self.worker
-        if worker is not None and not worker.finished and not self.channel.attached:
-            if self.followed_elsewhere():
-                self._recheck_later()
-                return
-            worker.request_cancel()
-
-    def start_adoption_grace(self) -> None:
-        """An adopted run waits that long for a client (attached here or elsewhere) before it is cancelled."""
-        if self.keep_without_client:
-            return
-        settings = self.manager.settings
-        timer = threading.Timer(max(settings.takeover_grace, settings.reconnect_grace), self._grace_expired)
-        timer.daemon = True
-        self.cancel_grace()
-        self._grace_timer = timer
-        timer.start()
-
-    def followed_elsewhere(self) -> bool:
-        """A client that re-attached through another process follows this run from its log."""
-        return self.manager.runlogs.enabled and self.manager.runlogs.watched(self.thread_id, self.run_id)
-
-    def _recheck_later(self) -> None:
-        """While a client follows elsewhere nothing is cancelled; once it leaves, a disconnect counts."""
-        timer = threading.Timer(REMOTE_ATTACH_POLL, self.client_closed, args=(False,))
-        timer.daemon = True
-        self.cancel_grace()
-        self._grace_timer = timer
-        timer.start()
 
 
 class RunManager:

@@ -1,0 +1,102 @@
+"""A run this process holds: its lease, channel and worker, and the timers that decide when a client is gone.
+
+A closed connection does not end a run at once: a reconnect grace, a client attached through another
+process, or an adopted run waiting for its first client each keep it going for a while.  These timers
+are all about one run, so they live with it; the manager only admits, finds and ends runs.
+"""
+import threading
+from typing import TYPE_CHECKING, Optional, Tuple
+
+from iaccode_agui.inputs import RunRequest
+from iaccode_agui.runs.channel import RunChannel
+from iaccode_agui.runs.profile import DEFAULT as DEFAULT_PROFILE, RunProfile
+from iaccode_agui.runs.worker import RunWorker
+from iaccode_agui.state.model import ThreadState
+from iaccode_agui.state.store import RunLease
+
+if TYPE_CHECKING:
+    from iaccode_agui.runs.manager import RunManager
+
+REMOTE_ATTACH_POLL = 0.5      # how often an owner without a client checks for one attached elsewhere
+
+
+class LiveRun:
+    def __init__(self, manager: "RunManager", req: RunRequest, state: ThreadState, lease: RunLease,
+                 channel: RunChannel, profile: RunProfile = DEFAULT_PROFILE) -> None:
+        self.manager = manager
+        self.profile = profile
+        self.thread_id = req.thread_id
+        self.run_id = req.run_id
+        self.digest = req.digest
+        self.execution_id = state.execution.execution_id
+        self.ros_invocation_id = state.execution.ros_invocation_id
+        self.lease = lease
+        self.channel = channel
+        self.worker: Optional[RunWorker] = None
+        self.ended_at: Optional[float] = None
+        self._grace_timer: Optional[threading.Timer] = None
+        self.keep_without_client = False    # followed to its end even with nobody attached
+        self.adopted = False                # continued from its log after its owning process died
+        # One re-attach at a time may wait for the old connection's loss; the others answer at once, so a
+        # flood of re-attaches cannot hold a worker each for the whole take-over wait.
+        self.takeover_gate = threading.Lock()
+
+    @property
+    def key(self) -> Tuple[str, str]:
+        return self.thread_id, self.run_id
+
+    def client_closed(self, finished: bool) -> None:
+        """The SSE response closed; cancel the run unless it ended or is safely interrupted."""
+        self.manager.metrics.inc("agui_streams_closed_total")
+        worker = self.worker
+        if finished or worker is None or worker.finished or self.channel.attached or self.keep_without_client:
+            return      # ended, another client already took the run over (re-attach), or kept regardless
+        if self.followed_elsewhere():
+            self._recheck_later()
+            return
+        grace = self.manager.settings.reconnect_grace
+        if grace > 0:
+            self.cancel_grace()
+            timer = threading.Timer(grace, self._grace_expired)
+            timer.daemon = True
+            self._grace_timer = timer
+            timer.start()
+            return
+        worker.request_cancel()
+
+    def cancel_grace(self) -> None:
+        """A client re-attached (or a new grace period starts): an older timer must not cut it short."""
+        timer, self._grace_timer = self._grace_timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def _grace_expired(self) -> None:
+        worker = self.worker
+        if worker is not None and not worker.finished and not self.channel.attached:
+            if self.followed_elsewhere():
+                self._recheck_later()
+                return
+            worker.request_cancel()
+
+    def start_adoption_grace(self) -> None:
+        """An adopted run waits that long for a client (attached here or elsewhere) before it is cancelled."""
+        if self.keep_without_client:
+            return
+        settings = self.manager.settings
+        timer = threading.Timer(max(settings.takeover_grace, settings.reconnect_grace), self._grace_expired)
+        timer.daemon = True
+        self.cancel_grace()
+        self._grace_timer = timer
+        timer.start()
+
+    def followed_elsewhere(self) -> bool:
+        """A client that re-attached through another process follows this run from its log."""
+        return self.manager.runlogs.enabled and self.manager.runlogs.watched(self.thread_id, self.run_id)
+
+    def _recheck_later(self) -> None:
+        """While a client follows elsewhere nothing is cancelled; once it leaves, a disconnect counts."""
+        timer = threading.Timer(REMOTE_ATTACH_POLL, self.client_closed, args=(False,))
+        timer.daemon = True
+        self.cancel_grace()
+        self._grace_timer = timer
+        timer.start()
