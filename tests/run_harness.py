@@ -37,6 +37,7 @@ class ScriptedStream:
     def __init__(self, items: List[Any]) -> None:
         self._items: Deque[Any] = collections.deque(items)
         self.aborted = False
+        self.before_read: Optional[Callable[[], None]] = None   # as ``A2AStream``: called before a wait
 
     def __iter__(self) -> "ScriptedStream":
         return self
@@ -49,6 +50,8 @@ class ScriptedStream:
             if isinstance(item, BaseException):
                 raise item
             if callable(item):
+                if self.before_read is not None:
+                    self.before_read()   # a callable stands for the network: the reader waits here
                 item()
                 continue
             return item

@@ -332,3 +332,58 @@ def test_a_follower_whose_log_vanished_while_its_run_lives_gets_run_log_incomple
     data = b"".join(item for item in frames if item is not END)
     assert _ids(data) == [0]
     assert _last_event(data)["code"] == "RUN_LOG_INCOMPLETE"
+
+
+def test_a_batch_is_logged_with_one_write_before_any_client_sees_it(store, monkeypatch):
+    channel = RunChannel(100, 100, run_log=store.create("t", "r", {}))
+    sub = channel.attach()
+    writes = []
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: writes.append(len(data)) or real_write(fd, data))
+    reader = store.open_reader("t", "r")
+    with channel.batch():
+        for seq in range(5):
+            channel.publish(_event(seq))
+        assert sub.queue.qsize() == 0 and reader.read_new() == [] and writes == []   # held back together
+        channel.flush()
+        assert len(writes) == 1
+        assert [r.seq for r in reader.read_new()] == list(range(5))
+        assert _ids(_frames(sub.queue.take(1))) == list(range(5))
+        channel.publish(_event(5))
+    assert [r.seq for r in reader.read_new()] == [5]     # the end of the block flushes
+    assert _ids(_frames(sub.queue.take(1))) == [5]
+    assert len(writes) == 2
+
+
+def test_a_terminal_event_is_not_held_back_by_a_batch(store):
+    channel = RunChannel(100, 100, run_log=store.create("t", "r", {}))
+    sub = channel.attach()
+    with channel.batch():
+        channel.publish(_event(0))
+        channel.publish({"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "timestamp": 1})
+        assert [r.seq for r in store.open_reader("t", "r").read_new()] == [0, 1]
+        assert _ids(_frames(sub.queue.take(1))) == [0, 1]
+
+
+def test_a_client_attaching_during_a_batch_replays_the_held_back_events(store):
+    channel = RunChannel(100, 100, run_log=store.create("t", "r", {}))
+    with channel.batch():
+        channel.publish(_event(0))
+        channel.publish(_event(1))
+        sub = channel.attach()
+        assert _ids(b"".join(sub.replay)) == [0, 1]       # logged first, then replayed from memory
+        assert [r.seq for r in store.open_reader("t", "r").read_new()] == [0, 1]
+        channel.publish(_event(2))
+    assert _ids(_frames(sub.queue.take(1))) == [2]
+
+
+def test_a_batch_that_crosses_the_size_cap_logs_the_events_that_fit(tmp_path):
+    store = RunLogStore(str(tmp_path / "state"), ttl=600, max_bytes=1000)
+    channel = RunChannel(1000, 100, run_log=store.create("t", "r", {}))
+    with channel.batch():
+        for seq in range(20):
+            channel.publish(dict(_event(seq), delta="x" * 40))
+    logged = [r.seq for r in store.open_reader("t", "r").read_new()]
+    assert 0 < len(logged) < 20 and logged == list(range(len(logged)))
+    assert channel._log_end == len(logged) and not channel.log_complete
+    assert _ids(b"".join(channel.attach(after_seq=None).replay)) == list(range(20))

@@ -113,6 +113,8 @@ class A2AStream:
         self._decoder = SSEDecoder()
         self._read = body_reader(resp.raw, read_size) if resp is not None else None
         self.frames = len(self._results)
+        # Called each time the stream is about to wait for the network (the reader flushes its batch).
+        self.before_read: Optional[Callable[[], None]] = None
 
     @property
     def aborted(self) -> bool:
@@ -149,6 +151,8 @@ class A2AStream:
             self._fill()
 
     def _fill(self) -> None:
+        if self.before_read is not None:
+            self.before_read()
         try:
             chunk = self._read()
         except STREAM_ERRORS as exc:

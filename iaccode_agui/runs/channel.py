@@ -2,17 +2,20 @@
 
 The worker publishes AG-UI events; each is encoded once (timestamp + per-run ``id:``), appended to the run's
 durable log (so the operating system has it before any client does), kept in a bounded in-memory replay
-buffer and put on the queue of the currently attached client.  The queue is bounded so a client that stops
+buffer and put on the queue of the currently attached client.  While the worker projects one upstream read
+it holds its events back (``batch``) and flushes them before it waits again: one log write and one queue
+hand-off per batch instead of per event.  The queue is bounded so a client that stops
 reading pushes back on the worker (and, through TCP, on the runtime) instead of growing memory.
 
 Replay is one operation, "everything after id N", whatever the spelling on the wire (``Last-Event-ID`` or
 an ``afterSequence`` field): frames still in memory are served from there, older ones from the run log.
 """
 import collections
+import contextlib
 import logging
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, Iterable, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from iaccode_agui.a2a.sse import encode_json_event
 from iaccode_agui.errors import AguiError
@@ -20,11 +23,13 @@ from iaccode_agui.runs.framequeue import END, FrameQueue
 from iaccode_agui.runs.logformat import TERMINAL_TYPES
 from iaccode_agui.runs.logtail import LogReplay
 from iaccode_agui.runs.replaymem import ReplayBudget
-from iaccode_agui.runs.runlog import LogFull, RunLogWriter
+from iaccode_agui.runs.runlog import RunLogWriter
 
 __all__ = ["END", "FrameQueue", "RunChannel", "Subscription", "encode_agui_event"]
 
 log = logging.getLogger("iaccode_agui.runs")
+
+_BATCH_MAX = 256    # events held back at most before a flush (bounds a batch's memory and latency)
 
 
 def encode_agui_event(event: Dict[str, Any], seq: int) -> bytes:
@@ -66,6 +71,8 @@ class RunChannel:
         self._subscriber: Optional[Subscription] = None
         self.closed = False
         self.events_published = 0
+        self._pending: List[Tuple[int, str, bytes]] = []   # published, not yet logged nor delivered
+        self._batching = 0
 
     def use_log(self, run_log: Optional[RunLogWriter]) -> None:
         """Give the channel its durable log before the first event (admission opens it after the claim)."""
@@ -104,38 +111,71 @@ class RunChannel:
         return sub is None or (sub.gone is not None and sub.gone())
 
     def publish(self, event: Dict[str, Any]) -> None:
+        """Encode ``event`` with the next id; inside ``batch()`` it goes out at the next flush."""
         with self._lock:
             if self.closed:
                 return
             seq = self._next_seq
             self._next_seq += 1
-            frame = encode_agui_event(event, seq)
             event_type = event.get("type") or ""
-            if self._log is not None and self._log_end is None:
-                self._append_to_log(seq, event_type, frame, terminal=event_type in TERMINAL_TYPES)
-            self._remember(seq, frame)
+            self._pending.append((seq, event_type, encode_agui_event(event, seq)))
             self.events_published += 1
-            sub = self._subscriber
-        if sub is not None:
-            self._deliver(sub, frame)
+            if self._batching and event_type not in TERMINAL_TYPES and len(self._pending) < _BATCH_MAX:
+                return
+            frames, sub = self._flush_locked()
+        self._deliver_all(sub, frames)
 
-    def _append_to_log(self, seq: int, event_type: str, frame: bytes, terminal: bool) -> None:
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Hold published events back until ``flush()`` (or the end of the block), to log them in one write.
+
+        The owner thread uses it while it projects what one upstream read brought, and flushes before it
+        waits for the next read, so holding back never delays an event behind the network.
+        """
+        with self._lock:
+            self._batching += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._batching -= 1
+            self.flush()
+
+    def flush(self) -> None:
+        """Log the held-back events (one write), then hand them to the attached client."""
+        with self._lock:
+            if not self._pending:
+                return
+            frames, sub = self._flush_locked()
+        self._deliver_all(sub, frames)
+
+    def _flush_locked(self) -> Tuple[List[bytes], Optional[Subscription]]:
+        """Held-back events into the log and the replay memory (lock held); the frames for the client."""
+        pending, self._pending = self._pending, []
+        if self._log is not None and self._log_end is None:
+            self._append_to_log(pending)
+        remember = self._remember
+        for seq, _, frame in pending:
+            remember(seq, frame)
+        return [frame for _, _, frame in pending], self._subscriber
+
+    def _append_to_log(self, pending: List[Tuple[int, str, bytes]]) -> None:
         run_log = self._log
         assert run_log is not None
         try:
-            run_log.append(seq, event_type, frame)
-            if terminal:
+            written = run_log.append_batch(pending)
+            if written < len(pending):
+                # Everything before this frame is intact on disk and may already be gone from memory: keep
+                # the log (and its lock) as the source of that prefix; memory keeps every later frame.
+                self._log_end = pending[written][0]
+                log.warning("run log %s reached its size cap at event %d", run_log.path, self._log_end)
+                self._stop_logging(run_log, self._log_end - 1)
+            if any(event_type in TERMINAL_TYPES for _, event_type, _ in pending[:written]):
                 run_log.sync()   # the run's outcome (an interrupt included) is on disk before it is shown
-        except LogFull:
-            # Everything before this frame is intact on disk and may already be gone from memory: keep the
-            # log (and its lock) as the source of that prefix; memory keeps every later frame.
-            log.warning("run log %s reached its size cap at event %d", run_log.path, seq)
-            self._log_end = seq
-            self._stop_logging(run_log, seq - 1)
         except OSError as exc:
             # Replay falls back to memory alone; a log with a gap would replay a wrong history.
             log.warning("run log %s given up: %s", run_log.path, exc)
-            run_log.discard(seq - 1)
+            run_log.discard(pending[0][0] - 1)
             self._log = None
             self.log_path = None
 
@@ -169,14 +209,17 @@ class RunChannel:
                 released += self._forget_oldest()
         return released
 
-    def _deliver(self, sub: Subscription, item: Any) -> None:
+    def _deliver_all(self, sub: Optional[Subscription], frames: List[bytes]) -> None:
         # Block while the client is slow (backpressure); give up once it is no longer the subscriber.
-        while not sub.queue.put(item, timeout=0.25):
+        if sub is None:
+            return
+        while not sub.queue.put_many(frames, timeout=0.25):
             if self._subscriber is not sub:
                 return
 
     def note_usage(self, usage: Any) -> None:
         """Record the run's usage totals in its log (best-effort: they only matter to a take-over)."""
+        self.flush()    # after the events that brought them, as when every event was written at once
         with self._lock:
             run_log = self._log
             if self.closed or run_log is None or self._log_end is not None:
@@ -197,8 +240,8 @@ class RunChannel:
         with self._lock:
             if self.closed:
                 return
+            frames, sub = self._flush_locked() if self._pending else ([], self._subscriber)
             self.closed = True
-            sub = self._subscriber
             run_log, self._log = self._log, None
             if run_log is not None:
                 try:
@@ -209,6 +252,7 @@ class RunChannel:
                 while self._frames and self._in_log(self._frames[0][0]):
                     self._forget_oldest()
         if sub is not None:
+            self._deliver_all(sub, frames)
             sub.queue.put_final(END)
 
     def attach(self, after_seq: Optional[int] = None, takeover_wait: float = 0.0) -> Subscription:
@@ -233,6 +277,8 @@ class RunChannel:
         with self._lock:
             if self._subscriber is not None:
                 raise AguiError("RUN_ALREADY_ATTACHED")
+            if self._pending:
+                self._flush_locked()   # held-back events are logged and in memory: the replay has them
             sub = Subscription(self, self._replay_after(after_seq), self._queue_max)
             self._subscriber = sub
             if self.closed:

@@ -1,7 +1,7 @@
 """The bounded frame queue between a run's producer and one SSE response."""
 import collections
 import threading
-from typing import Any, Deque, List
+from typing import Any, Deque, List, Sequence
 
 END = object()   # sentinel put on a subscriber queue when the run has no more events
 
@@ -23,6 +23,14 @@ class FrameQueue:
 
     def put(self, item: Any, timeout: float) -> bool:
         """Append ``item``; False if it stayed full for ``timeout`` seconds."""
+        return self.put_many((item,), timeout)
+
+    def put_many(self, items: Sequence[Any], timeout: float) -> bool:
+        """Append a batch of items at once; False if the queue stayed full for ``timeout`` seconds.
+
+        A batch goes in whole once there is room for one item, so the queue may exceed its bound by at
+        most one producer batch (which the producer bounds).
+        """
         with self._cond:
             if len(self._items) >= self._max:
                 self._writer_waiting = True
@@ -30,7 +38,7 @@ class FrameQueue:
                 self._writer_waiting = False
                 if len(self._items) >= self._max:
                     return False
-            self._items.append(item)
+            self._items.extend(items)
             if self._reader_waiting:
                 # One wake-up per wait: until the reader runs, the next items need no notify of their own.
                 self._reader_waiting = False

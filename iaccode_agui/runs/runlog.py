@@ -2,9 +2,9 @@
 
 Why the files look the way they do:
 
-- A record is appended with one ``write`` on an ``O_APPEND`` descriptor before the event is handed to any
-  client, so once a client has seen an id the operating system has it, even if the adapter is killed a
-  moment later.  ``fsync`` runs at the end of the run (and when a run stops at an interrupt, which is an end
+- The records of one delivery batch (what the owner projected from one upstream read) are appended with
+  one ``write`` on an ``O_APPEND`` descriptor before the batch is handed to any client, so once a client
+  has seen an id the operating system has it, even if the adapter is killed a moment later.  ``fsync`` runs at the end of the run (and when a run stops at an interrupt, which is an end
   too), not per event: a power cut may lose the tail of a live run, a process crash does not.
 - The writer holds an exclusive ``flock`` on its descriptor for as long as it writes.  The kernel drops it
   when the process dies, so any process can tell a live log (lock held) from a finished or orphaned one,
@@ -91,6 +91,27 @@ class RunLogWriter:
 
     def note_usage(self, usage: Any) -> None:
         self._write(logformat.encode_usage(usage))
+
+    def append_batch(self, events: List[Tuple[int, str, bytes]]) -> int:
+        """Append ``(seq, type, frame)`` records with one ``write``; how many fitted under the size cap.
+
+        One delivery batch is one system call: the records reach the operating system together, before
+        the batch is handed to any client.  Records past the cap are left out (the caller notes where the
+        log ends), those before it are written.
+        """
+        encode = logformat.encode_event
+        data = [encode(seq, event_type, frame) for seq, event_type, frame in events]
+        fitted = len(data)
+        if self._max:
+            room = self._max - self.size
+            for index, record in enumerate(data):
+                room -= len(record)
+                if room < 0:
+                    fitted = index
+                    break
+        if fitted:
+            self._write(b"".join(data[:fitted]) if fitted > 1 else data[0], capped=False)
+        return fitted
 
     def sync(self) -> None:
         if self._fd is not None and self._fsync:

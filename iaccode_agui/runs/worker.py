@@ -150,6 +150,7 @@ class RunWorker:
                 if is_event(item):
                     self.channel.publish(item)
                     continue
+                self.channel.flush()
                 self._effect(item)
             except StateWriteFailed as exc:
                 # A failed flush happened before ``item`` itself was handled: it still has to go out.
@@ -174,6 +175,7 @@ class RunWorker:
             return
         task_id, session_id = self._held_task, self._held_session
         self._held_task = self._held_session = None
+        self.channel.flush()   # the events before a state write stay ahead of it in the log
         self.recorder.bind(task_id=task_id, session_id=session_id)
 
     def _effect(self, item: Any) -> None:
@@ -245,18 +247,10 @@ class RunWorker:
         if abort_now:
             stream.abort()
         handle_first = first
+        stream.before_read = self.channel.flush
         try:
-            for result in stream:
-                if handle_first is not None:
-                    handle_first(result)
-                    handle_first = None
-                else:
-                    self.apply(self.projector.feed(result))
-                if self.projector.done:
-                    return None
-                if self.cancel_requested and self.projector.task_id:
-                    stream.abort()
-                    break
+            with self.channel.batch():
+                self._project(stream, handle_first)
         except A2AError as exc:
             if not self.cancel_requested:
                 raise
@@ -265,10 +259,26 @@ class RunWorker:
             with self._lock:
                 self._stream = None
             stream.close()
+        if self.projector.done:
+            return None
         if self.cancel_requested:
             self.cancel_after_disconnect()
             return None
         return "eof"
+
+    def _project(self, stream: A2AStream, handle_first: Optional[Callable[[Any], None]]) -> None:
+        """Feed the stream's results to the projection until the run ends, a cancel, or the stream's end."""
+        for result in stream:
+            if handle_first is not None:
+                handle_first(result)
+                handle_first = None
+            else:
+                self.apply(self.projector.feed(result))
+            if self.projector.done:
+                return
+            if self.cancel_requested and self.projector.task_id:
+                stream.abort()
+                return
 
     def cancel_after_disconnect(self) -> None:
         if self.projector.delivering and self.projector.pending:
