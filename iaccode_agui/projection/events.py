@@ -53,7 +53,8 @@ def text_start(message_id: str, role: str = "assistant") -> Event:
 
 
 def text_content(message_id: str, delta: str) -> Event:
-    return _event("TEXT_MESSAGE_CONTENT", messageId=message_id, delta=delta)
+    # The most frequent event of all, built directly (both fields are always present).
+    return {"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": delta}
 
 
 def text_end(message_id: str) -> Event:

@@ -217,7 +217,7 @@ class RunProjector:
         Raises ``ProtocolViolation`` so a resume can refuse to send anything to the wrong task.
         """
         kind, obj = dialect.unwrap(result)
-        return self._identity(kind, obj)
+        return self._identity(kind, obj, dialect.iac_code_metadata(obj))
 
     def snapshot_inputs(self, result: Any) -> Discovered:
         """Required inputs a task snapshot shows that this execution has not answered yet."""
@@ -226,13 +226,14 @@ class RunProjector:
 
     def _feed(self, result: Any, with_text: bool, history_text: bool) -> List[Output]:
         kind, obj = dialect.unwrap(result)
-        out: List[Output] = list(self._identity(kind, obj))
-        if kind == "artifactUpdate":
+        iac = dialect.iac_code_metadata(obj)
+        out = self._identity(kind, obj, iac)
+        if kind == "statusUpdate" or kind == "task":
+            out.extend(self._status(kind, obj, iac, with_text, history_text))
+        elif kind == "artifactUpdate":
             out.extend(self._artifact(obj))
         elif kind == "message":
             out.extend(self._message(obj, with_text))
-        elif kind in ("task", "statusUpdate"):
-            out.extend(self._status(kind, obj, with_text, history_text))
         return out
 
     def _artifact(self, obj: Dict[str, Any]) -> List[Output]:
@@ -255,30 +256,35 @@ class RunProjector:
             self.last_state = TaskState.COMPLETED     # a message-only agent answers with one message
         return out
 
-    def _status(self, kind: str, obj: Dict[str, Any], with_text: bool, history_text: bool) -> List[Output]:
-        iac = dialect.iac_code_metadata(obj)
-        status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+    def _status(self, kind: str, obj: Dict[str, Any], iac: Dict[str, Any], with_text: bool,
+                history_text: bool) -> List[Output]:
+        status = obj.get("status")
+        if status.__class__ is not dict:
+            status = {}
         out: List[Output] = []
-        if "pipeline" in iac or "pipelineBatch" in iac:
-            out.extend(self.pipeline.feed(iac))
-            out.extend(self._pipeline_sessions())
-        thinking = iac.get("thinking")
-        if isinstance(thinking, dict) and thinking.get("type") == "raw_thinking" and isinstance(thinking.get("text"), str):
-            out.extend(self.spans.reasoning(thinking["text"]))
+        if iac:
+            if "pipeline" in iac or "pipelineBatch" in iac:
+                out.extend(self.pipeline.feed(iac))
+                out.extend(self._pipeline_sessions())
+            thinking = iac.get("thinking")
+            if isinstance(thinking, dict) and thinking.get("type") == "raw_thinking" \
+                    and isinstance(thinking.get("text"), str):
+                out.extend(self.spans.reasoning(thinking["text"]))
         if with_text:
             out.extend(self._status_text(kind, obj, status, iac, history_text))
-        tool = iac.get("tool")
-        if isinstance(tool, dict):
-            out.extend(self._tool(tool))
-        if "usage" in iac:
-            self.usage.record(iac.get("usage"))
+        if iac:
+            tool = iac.get("tool")
+            if isinstance(tool, dict):
+                out.extend(self._tool(tool))
+            if "usage" in iac:
+                self.usage.record(iac.get("usage"))
         state = TaskState.of(status.get("state"))
         if state is not TaskState.UNSEEN:
             self.last_state = state
         out.extend(self._boundary(state, iac, status))
         return out
 
-    def _identity(self, kind: str, obj: Dict[str, Any]) -> List[Output]:
+    def _identity(self, kind: str, obj: Dict[str, Any], iac: Dict[str, Any]) -> List[Output]:
         out: List[Output] = []
         task_id = dialect.frame_task_id(kind, obj) if kind != "message" else obj.get("taskId")
         if isinstance(task_id, str) and task_id and task_id != self.task_id:
@@ -286,7 +292,7 @@ class RunProjector:
         context_id = obj.get("contextId")
         if isinstance(context_id, str) and context_id and context_id != self.ctx.context_id:
             raise ProtocolViolation("context id changed")
-        session_id = dialect.iac_code_metadata(obj).get("iacCodeSessionId")
+        session_id = iac.get("iacCodeSessionId")
         if isinstance(session_id, str) and session_id:
             out.extend(self._bind_session(session_id))
         if out:
@@ -368,6 +374,8 @@ class RunProjector:
 
     # ---- boundaries ---------------------------------------------------------------------------
     def _new_inputs(self, iac: Dict[str, Any]) -> Discovered:
+        if "input" not in iac and "pendingPermissions" not in iac:
+            return []     # the common frame carries no required input
         found = []
         for value, sideband in interrupts.read_required_inputs(iac):
             input_id = value.get("inputId")

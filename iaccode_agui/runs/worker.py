@@ -135,9 +135,13 @@ class RunWorker:
         Task and session bindings are held back until an event is about to be published (or another
         effect runs), so the two frames that reveal them cost one state write, not two.
         """
+        publish = self.channel.publish
         for index, item in enumerate(outputs):
             flushing = False
             try:
+                if item.__class__ is dict and self._held_task is None and self._held_session is None:
+                    publish(item)    # the common output: an event, no binding waiting to be written
+                    continue
                 if isinstance(item, BindTask):
                     self._held_task = item.task_id
                     continue
