@@ -474,3 +474,25 @@ def test_an_aborted_stream_is_never_pooled():
     finally:
         client.close()
         upstream.close()
+
+
+def test_the_frame_decoder_accepts_and_refuses_exactly_what_json_loads_does():
+    import json
+
+    from iaccode_agui.a2a.stream import _loads
+
+    good = ['{"result":{"a":[1,2.5,"\\u00e9"]}}', ' {"a":1}', '{"a":1}\n ', "1", '"x"', "null", "[]", '{"a":NaN}']
+    for text in good:
+        assert json.dumps(_loads(text)) == json.dumps(json.loads(text))   # (NaN is not equal to itself)
+    for text in ["", " ", "nul", '{"a":1} x', '{"a":1}{}', "{'a':1}", '{"a":1', "\x00"]:
+        try:
+            json.loads(text)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("json.loads accepted %r" % text)
+        try:
+            _loads(text)
+        except ValueError:
+            continue
+        raise AssertionError("the frame decoder accepted %r" % text)

@@ -20,7 +20,28 @@ from iaccode_agui.a2a.errors import A2AError, A2ATimeout, A2AUnavailable, rpc_er
 from iaccode_agui.a2a.sse import SSEDecodeError, SSEDecoder
 
 _READ_SIZE = 65536
-_loads = json.JSONDecoder().decode   # json.loads minus its per-call type checks and keyword handling
+
+
+def _frame_decoder() -> Callable[[str], Any]:
+    """``json.loads`` for SSE data: the C scanner on the whole text, the full decoder for anything else.
+
+    A runtime's frame is one JSON document with nothing around it, so scanning it from offset 0 skips
+    ``decode``'s per-call checks and its two whitespace scans; text with surrounding whitespace, or that
+    is not JSON, goes through ``decode`` itself, which accepts or rejects it exactly as ``json.loads``.
+    """
+    decoder = json.JSONDecoder()
+    scan, decode = decoder.scan_once, decoder.decode
+
+    def loads(text: str) -> Any:
+        try:
+            value, end = scan(text, 0)
+        except StopIteration:
+            return decode(text)
+        return value if end == len(text) else decode(text)
+    return loads
+
+
+_loads = _frame_decoder()
 # A stream the caller stops reading is drained this far (bytes, seconds) so that its connection can go back
 # to the pool: the end of the body normally arrives with the last event, so this almost never waits.
 _DRAIN_BYTES = 65536

@@ -154,9 +154,7 @@ class RunChannel:
         pending, self._pending = self._pending, []
         if self._log is not None and self._log_end is None:
             self._append_to_log(pending)
-        remember = self._remember
-        for seq, _, frame in pending:
-            remember(seq, frame)
+        self._remember(pending)
         return [frame for _, _, frame in pending], self._subscriber
 
     def _append_to_log(self, pending: List[Tuple[int, str, bytes]]) -> None:
@@ -179,24 +177,36 @@ class RunChannel:
             self._log = None
             self.log_path = None
 
-    def _remember(self, seq: int, frame: bytes) -> None:
-        self._frames.append((seq, frame))
-        self._memory += len(frame)
-        if self._budget is not None:
-            self._budget.charge(len(frame))
-        while len(self._frames) > self._max_frames:
-            self._forget_oldest()
-        if self._budget is not None and self._budget.over and self.log_path is not None:
+    def _remember(self, pending: List[Tuple[int, str, bytes]]) -> None:
+        frames = self._frames
+        size = 0
+        for seq, _, frame in pending:
+            frames.append((seq, frame))
+            size += len(frame)
+        self._memory += size
+        budget = self._budget
+        if budget is not None:
+            budget.charge(size)
+        if len(frames) > self._max_frames:
+            self._forget(len(frames) - self._max_frames)
+        if budget is not None and budget.over and self.log_path is not None:
             # What the log holds is only a cache here: memory only speeds up an early re-attach.
-            while self._frames and self._budget.over and self._in_log(self._frames[0][0]):
+            while frames and budget.over and self._in_log(frames[0][0]):
                 self._forget_oldest()
 
-    def _forget_oldest(self) -> int:
-        _, frame = self._frames.popleft()
-        self._memory -= len(frame)
+    def _forget(self, count: int) -> int:
+        """Drop the ``count`` oldest frames from memory; the bytes released."""
+        popleft = self._frames.popleft
+        size = 0
+        for _ in range(count):
+            size += len(popleft()[1])
+        self._memory -= size
         if self._budget is not None:
-            self._budget.refund(len(frame))
-        return len(frame)
+            self._budget.refund(size)
+        return size
+
+    def _forget_oldest(self) -> int:
+        return self._forget(1)
 
     def drop_memory(self) -> int:
         """Release every frame kept in memory (a finished run; the log, if any, still replays them)."""
