@@ -259,8 +259,10 @@ class RunChannel:
                 except OSError as exc:
                     log.warning("run log %s not closed cleanly: %s", run_log.path, exc)
                 # The complete log replays this run from now on; memory is for live runs.
-                while self._frames and self._in_log(self._frames[0][0]):
-                    self._forget_oldest()
+                if self._log_end is None:
+                    self._forget(len(self._frames))
+                else:
+                    self._forget(sum(1 for seq, _ in self._frames if seq < self._log_end))
         if sub is not None:
             self._deliver_all(sub, frames)
             sub.queue.put_final(END)
