@@ -11,15 +11,15 @@ but never writes them, so the rules below are the only place a pending interrupt
 or the end of the run can be decided.
 """
 import dataclasses
-import enum
 import time
-from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from iaccode_agui import errors
 from iaccode_agui.a2a import dialect
 from iaccode_agui.canonical import canonical_json, coerce_numbers
 from iaccode_agui.projection import events as ev
 from iaccode_agui.projection import interrupts
+from iaccode_agui.projection.context import ConversationLost, ProtocolViolation, RunContext, SessionNotice
 from iaccode_agui.projection.effects import (BindSession, BindTask, CommitInterrupts, EndRun, Output, Pending,
                                              PipelineProgress)
 from iaccode_agui.projection.events import Event
@@ -36,43 +36,6 @@ Discovered = List[Tuple[Dict[str, Any], bool]]     # (sanitised input projection
 def pipeline_mode(run_mode: Optional[str], execution: Execution) -> bool:
     """A run is a pipeline run when the client says so or the execution already carries pipeline progress."""
     return run_mode == "pipeline" or bool(execution.pipeline_sequence or execution.pipeline_open_steps)
-
-
-@dataclasses.dataclass(frozen=True)
-class RunContext:
-    thread_id: str
-    run_id: str
-    execution_id: str
-    context_id: str
-    ros_invocation_id: str
-    language: str = "en"
-    parent_run_id: Optional[str] = None
-    task_id: Optional[str] = None
-    session_id: Optional[str] = None
-    pending: Mapping[str, PendingInterrupt] = dataclasses.field(default_factory=dict)
-    applied_ids: FrozenSet[str] = frozenset()
-    text_digests: FrozenSet[str] = frozenset()
-    resume: bool = False
-    interrupt_ttl: float = 540.0
-    generic: bool = False
-    pipeline_sequence: int = 0
-    pipeline_open_steps: Tuple[str, ...] = ()
-    pipeline_mode: bool = False
-
-
-class ProtocolViolation(Exception):
-    """The runtime broke the identity contract of the run (other task, context or session)."""
-
-
-class ConversationLost(ProtocolViolation):
-    """A new turn got a session other than the thread's: the runtime has forgotten the conversation."""
-
-
-class SessionNotice(enum.Enum):
-    """The session event is announced once, and on a resume only after the runtime accepted an answer."""
-    HELD = "held"
-    DUE = "due"
-    SENT = "sent"
 
 
 class RunProjector:
