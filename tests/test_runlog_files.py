@@ -387,3 +387,26 @@ def test_a_batch_that_crosses_the_size_cap_logs_the_events_that_fit(tmp_path):
     assert 0 < len(logged) < 20 and logged == list(range(len(logged)))
     assert channel._log_end == len(logged) and not channel.log_complete
     assert _ids(b"".join(channel.attach(after_seq=None).replay)) == list(range(20))
+
+
+def test_a_batch_never_takes_the_client_queue_past_its_bound(store):
+    import threading
+
+    channel = RunChannel(1000, 4, run_log=store.create("t", "r", {}))
+    sub = channel.attach()
+    seen = []
+    sizes = []
+
+    def read():
+        while len(seen) < 10:
+            sizes.append(sub.queue.qsize())
+            seen.extend(sub.queue.take(0.05))
+            time.sleep(0.01)
+
+    reader = threading.Thread(target=read)
+    with channel.batch():
+        for seq in range(10):
+            channel.publish(_event(seq))
+        reader.start()
+    reader.join(5)
+    assert _ids(_frames(seen)) == list(range(10)) and max(sizes) <= 4

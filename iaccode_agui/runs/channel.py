@@ -223,8 +223,11 @@ class RunChannel:
         # Block while the client is slow (backpressure); give up once it is no longer the subscriber.
         if sub is None:
             return
-        while not sub.queue.put_many(frames, timeout=0.25):
-            if self._subscriber is not sub:
+        while frames:
+            taken = sub.queue.put_many(frames, timeout=0.25)
+            if taken:
+                frames = frames[taken:]
+            elif self._subscriber is not sub:
                 return
 
     def note_usage(self, usage: Any) -> None:

@@ -23,27 +23,29 @@ class FrameQueue:
 
     def put(self, item: Any, timeout: float) -> bool:
         """Append ``item``; False if it stayed full for ``timeout`` seconds."""
-        return self.put_many((item,), timeout)
+        return self.put_many((item,), timeout) == 1
 
-    def put_many(self, items: Sequence[Any], timeout: float) -> bool:
-        """Append a batch of items at once; False if the queue stayed full for ``timeout`` seconds.
+    def put_many(self, items: Sequence[Any], timeout: float) -> int:
+        """Append as many of ``items`` as there is room for (waiting up to ``timeout`` while full).
 
-        A batch goes in whole once there is room for one item, so the queue may exceed its bound by at
-        most one producer batch (which the producer bounds).
+        Returns how many were taken, from the front; 0 if the queue stayed full.  The bound holds for
+        batches too: the caller offers the rest again.
         """
         with self._cond:
             if len(self._items) >= self._max:
                 self._writer_waiting = True
                 self._cond.wait(timeout)
                 self._writer_waiting = False
-                if len(self._items) >= self._max:
-                    return False
-            self._items.extend(items)
+            room = self._max - len(self._items)
+            if room <= 0:
+                return 0
+            taken = len(items) if room >= len(items) else room
+            self._items.extend(items if taken == len(items) else items[:taken])
             if self._reader_waiting:
                 # One wake-up per wait: until the reader runs, the next items need no notify of their own.
                 self._reader_waiting = False
                 self._cond.notify()
-            return True
+            return taken
 
     def qsize(self) -> int:
         return len(self._items)
