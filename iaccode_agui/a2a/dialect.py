@@ -140,6 +140,9 @@ def message_text(message: Any) -> str:
     parts = message.get("parts")
     if not isinstance(parts, list):
         return ""
+    if len(parts) == 1:      # a streamed delta: one text part
+        text = parts[0].get("text") if isinstance(parts[0], dict) else None
+        return text if isinstance(text, str) else ""
     return "".join(part["text"] for part in parts if isinstance(part, dict) and isinstance(part.get("text"), str))
 
 
