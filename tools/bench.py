@@ -3,7 +3,7 @@
 
 One command, everything on loopback, every server in its own process (so its CPU and RSS are its own):
 
-    python tools/bench.py [--quick] [--concurrency 100,500] [--peer CMD|auto] [--json out.json]
+    python tools/bench.py [--quick] [--concurrency 100,500,1000] [--peer CMD|auto] [--json out.json]
 
 Prints one table of figures and ratios; the targets of issue 5 are checked by reading it (the ``check``
 column), not by timed tests, because machines here are noisy.  Figures are medians over ``--reps`` runs.
@@ -46,7 +46,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--long", action="store_true",
                         help="full growth sizes: 100/10,000/100,000 threads in the state dir, 10,000 runs in a row, "
                              "one 1,000,000-event run (several minutes and ~1 GB of disk)")
-    parser.add_argument("--concurrency", help="comma-separated stream counts (default 100,500; quick 20,50)")
+    parser.add_argument("--concurrency", help="comma-separated stream counts (default 100,500,1000; quick 20,50)")
     parser.add_argument("--deltas", type=int, help="firehose size (default 20000; quick 5000)")
     parser.add_argument("--reps", type=int, default=3, help="repetitions per figure, the median is shown (default 3; 1 only for smoke runs)")
     parser.add_argument("--heartbeat", type=float, default=0.5, help="adapter heartbeat interval (s)")
