@@ -383,8 +383,10 @@ def test_a_batch_that_crosses_the_size_cap_logs_the_events_that_fit(tmp_path):
     with channel.batch():
         for seq in range(20):
             channel.publish(dict(_event(seq), delta="x" * 40))
-    logged = [r.seq for r in store.open_reader("t", "r").read_new()]
+    records = store.open_reader("t", "r").read_new()
+    logged = [r.seq for r in records if r.kind == logformat.KIND_EVENT]
     assert 0 < len(logged) < 20 and logged == list(range(len(logged)))
+    assert records[-1].kind == logformat.KIND_CLOSE and records[-1].fields["outcome"] == "incomplete"
     assert channel._log_end == len(logged) and not channel.log_complete
     assert _ids(b"".join(channel.attach(after_seq=None).replay)) == list(range(20))
 
