@@ -198,7 +198,7 @@ class AguiApp:
             raise AguiError("REQUEST_TOO_LARGE")
         if len(raw) > limit:
             raise AguiError("REQUEST_TOO_LARGE")
-        value = jsonbody.loads(raw, self.settings.max_json_depth)
+        value = jsonbody.loads(raw, self.settings.max_json_depth, self.settings.max_json_values)
         # JSON may spell lone surrogates (\ud800) that no UTF-8 file, header or upstream can carry.
         # Only an escaped surrogate can produce one, so the full re-encoding check runs only then.
         if _SURROGATE_ESCAPE.search(raw):

@@ -19,8 +19,10 @@ from iaccode_agui import __version__, i18n
 from iaccode_agui.argtypes import (OneLineParser, at_least, count, flag_or_env, megabytes, port, positive_seconds,
                                    program_name, seconds)
 from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_FILE_LINK_TTL, DEFAULT_HEARTBEAT, DEFAULT_HOST,
-                                 DEFAULT_INTERRUPT_TTL, DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_MESSAGES, DEFAULT_PORT,
+                                 DEFAULT_INTERRUPT_TTL, DEFAULT_MAX_JSON_VALUES, DEFAULT_MAX_JSON_DEPTH,
+                                 DEFAULT_MAX_MESSAGES, DEFAULT_PORT,
                                  DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_ID_WINDOW, DEFAULT_RUN_ID_WINDOW_AGE,
+                                 DEFAULT_APPLIED_WINDOW,
                                  DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL, DEFAULT_TAKEOVER_GRACE, MAX_FILE_LINKS,
                                  MAX_IMAGE_BYTES, MAX_IMAGES_BYTES, MAX_SSE_EVENT_BYTES, MIN_SSE_EVENT_BYTES,
                                  ConfigError, Settings, default_allowed_cwds, default_state_dir, is_loopback_host,
@@ -55,9 +57,11 @@ ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_TAKEOVER_GRACE  --takeover-grace
   IAC_CODE_AGUI_MAX_JSON_DEPTH  --max-json-depth
   IAC_CODE_AGUI_MAX_MESSAGES    --max-messages
+  IAC_CODE_AGUI_MAX_JSON_VALUES  --max-json-values
   IAC_CODE_AGUI_CONNECTION_LIMIT  --connection-limit
   IAC_CODE_AGUI_RUN_ID_WINDOW   --run-id-window
   IAC_CODE_AGUI_RUN_ID_WINDOW_AGE  --run-id-window-age
+  IAC_CODE_AGUI_APPLIED_WINDOW  --applied-window
   IAC_CODE_AGUI_HEADER_TIMEOUT  --header-timeout
   IAC_CODE_AGUI_STALL_TIMEOUT   --stall-timeout
   IAC_CODE_CONFIG_DIR           config directory (default ~/.iac-code; state goes to <dir>/agui)
@@ -152,11 +156,17 @@ def add_bound_flags(add: Any) -> None:
         help="deepest array/object nesting accepted in a request body (default %d)" % DEFAULT_MAX_JSON_DEPTH)
     add("--max-messages", type=_POSITIVE_COUNT, default=None,
         help="most messages accepted in one RunAgentInput, else 413 (default %d)" % DEFAULT_MAX_MESSAGES)
+    add("--max-json-values", type=_POSITIVE_COUNT, default=None,
+        help="most JSON values (arrays, objects, elements, members) in a request body, else 413 (default %d)"
+        % DEFAULT_MAX_JSON_VALUES)
     add("--run-id-window", type=_POSITIVE_COUNT, default=None,
         help="run ids remembered per thread for replay detection (default %d)" % DEFAULT_RUN_ID_WINDOW)
     add("--run-id-window-age", type=positive_seconds, default=None,
         help="seconds a run id is remembered (default %.0f); an older replay runs as a new turn"
              % DEFAULT_RUN_ID_WINDOW_AGE)
+    add("--applied-window", type=_POSITIVE_COUNT, default=None,
+        help="accepted interrupt answers remembered per thread for replay detection (default %d)"
+             % DEFAULT_APPLIED_WINDOW)
     add("--connection-limit", type=_POSITIVE_COUNT, default=None,
         help="open client connections before new ones wait (default max(threads + 256, 2048)); "
              "the open-file limit is raised to fit")
@@ -189,10 +199,14 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str
                                    _POSITIVE_COUNT),
         max_messages=flag_or_env(args.max_messages, env, "IAC_CODE_AGUI_MAX_MESSAGES", DEFAULT_MAX_MESSAGES,
                                  _POSITIVE_COUNT),
+        max_json_values=flag_or_env(args.max_json_values, env, "IAC_CODE_AGUI_MAX_JSON_VALUES",
+                                    DEFAULT_MAX_JSON_VALUES, _POSITIVE_COUNT),
         run_id_window=flag_or_env(args.run_id_window, env, "IAC_CODE_AGUI_RUN_ID_WINDOW", DEFAULT_RUN_ID_WINDOW,
                                   _POSITIVE_COUNT),
         run_id_window_age=flag_or_env(args.run_id_window_age, env, "IAC_CODE_AGUI_RUN_ID_WINDOW_AGE",
-                                      DEFAULT_RUN_ID_WINDOW_AGE, positive_seconds))
+                                      DEFAULT_RUN_ID_WINDOW_AGE, positive_seconds),
+        applied_window=flag_or_env(args.applied_window, env, "IAC_CODE_AGUI_APPLIED_WINDOW", DEFAULT_APPLIED_WINDOW,
+                                   _POSITIVE_COUNT))
 
 
 def _from_env(value: Any, env: Mapping[str, str], name: str, parse: Any, default: Any) -> Any:

@@ -31,8 +31,15 @@ MAX_FILE_LINKS = 10000
 DEFAULT_TAKEOVER_GRACE = 60.0
 DEFAULT_MAX_JSON_DEPTH = 64
 DEFAULT_MAX_MESSAGES = 10000
+# Values in one request body (arrays, objects, and the commas and colons between their parts).  Ten
+# thousand messages with tool calls take about 200,000; a body of nothing but brackets or keys at the
+# size limit holds millions and costs seconds of CPU to parse.
+DEFAULT_MAX_JSON_VALUES = 500000
 DEFAULT_RUN_ID_WINDOW = 64
 DEFAULT_RUN_ID_WINDOW_AGE = 86400.0
+# Accepted interrupt answers of the current execution remembered per thread (besides those of interrupts
+# pending again), so a replayed answer is recognised as applied.
+DEFAULT_APPLIED_WINDOW = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,8 +57,10 @@ class Settings:
     max_cancel_bytes: int = MAX_CANCEL_BYTES
     max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
     max_messages: int = DEFAULT_MAX_MESSAGES
+    max_json_values: int = DEFAULT_MAX_JSON_VALUES
     run_id_window: int = DEFAULT_RUN_ID_WINDOW
     run_id_window_age: float = DEFAULT_RUN_ID_WINDOW_AGE
+    applied_window: int = DEFAULT_APPLIED_WINDOW
     max_active_runs: int = 0
     reconnect_grace: float = 0.0
     replay_buffer_events: int = 10000
@@ -95,10 +104,10 @@ class Settings:
             raise ValueError("heartbeat interval must be > 0")
         if min(self.run_log_ttl, self.run_log_max_mb, self.replay_memory_mb, self.takeover_grace) < 0:
             raise ValueError("run log TTL, run log size, replay memory and take-over grace must be >= 0")
-        if self.max_json_depth < 1 or self.max_messages < 1:
-            raise ValueError("the JSON depth and message count limits must be >= 1")
-        if self.run_id_window < 1 or not self.run_id_window_age > 0:
-            raise ValueError("the run id window must keep >= 1 run for > 0 seconds")
+        if min(self.max_json_depth, self.max_messages, self.max_json_values) < 1:
+            raise ValueError("the JSON depth, value count and message count limits must be >= 1")
+        if self.run_id_window < 1 or not self.run_id_window_age > 0 or self.applied_window < 1:
+            raise ValueError("the run id window must keep >= 1 run for > 0 seconds, the answer window >= 1")
         if self.upstream_kind not in ("auto", "iac-code", "generic"):
             raise ValueError("upstream kind must be auto, iac-code or generic")
         if self.default_cwd:
