@@ -131,8 +131,9 @@ def test_document_shape_is_camel_case_and_sorted():
     assert ex["textSnapshotDigests"] == [D2, D1]
     assert ex["pending"]["input-2"] == {"value": {"inputId": "input-2", "kind": "question"}, "sideband": False,
                                         "expiresAt": None, "answerDigest": None}
+    # in the order the answers were accepted (the window of remembered answers keeps the newest)
     assert [(a["executionId"], a["interruptId"]) for a in doc["appliedResumeDigests"]] == [
-        ("exec-1", "q-1"), ("exec-2", "q-9")]
+        ("exec-2", "q-9"), ("exec-1", "q-1")]
     assert doc["terminalExecutionIds"] == ["exec-0", "exec-1"]
     assert doc["activeRun"] == {"runId": "run-2", "owner": "owner-abc", "startedAt": 1700000000.5, "kind": "resume"}
 
@@ -288,8 +289,9 @@ def test_record_applied_overwrites_and_keeps_order():
     state.record_applied("exec-2", "q-9", D1)
     state.record_applied("exec-0", "q-5", D2)
     assert state.applied_digest("exec-2", "q-9") == D1
+    # acceptance order: an overwritten answer is the newest again
     assert [(a.execution_id, a.interrupt_id) for a in state.applied_resume_digests] == [
-        ("exec-0", "q-5"), ("exec-1", "q-1"), ("exec-2", "q-9")]
+        ("exec-1", "q-1"), ("exec-2", "q-9"), ("exec-0", "q-5")]
     with pytest.raises(ValueError):
         state.record_applied("exec-2", "q-2", "not-hex")
 

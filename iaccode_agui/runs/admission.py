@@ -10,7 +10,7 @@ from typing import Callable, Optional, Tuple
 
 from iaccode_agui import errors
 from iaccode_agui.a2a.dialect import context_id_for
-from iaccode_agui.config import DEFAULT_RUN_ID_WINDOW, DEFAULT_RUN_ID_WINDOW_AGE
+from iaccode_agui.config import DEFAULT_APPLIED_WINDOW, DEFAULT_RUN_ID_WINDOW, DEFAULT_RUN_ID_WINDOW_AGE
 from iaccode_agui.errors import AguiError
 from iaccode_agui.inputs import RunRequest
 from iaccode_agui.state.model import ActiveRun, Execution, ThreadState
@@ -30,7 +30,8 @@ def new_execution(ros_invocation_id: str, make_id: Callable[[], str]) -> Executi
 
 def admit(previous: Optional[ThreadState], req: RunRequest, *, owner: str, now: float, lease_free: bool,
           make_id: Callable[[], str] = lambda: str(uuid.uuid4()),
-          window: Tuple[int, float] = (DEFAULT_RUN_ID_WINDOW, DEFAULT_RUN_ID_WINDOW_AGE)) -> Admission:
+          window: Tuple[int, float, int] = (DEFAULT_RUN_ID_WINDOW, DEFAULT_RUN_ID_WINDOW_AGE,
+                                            DEFAULT_APPLIED_WINDOW)) -> Admission:
     """Decide whether ``req`` may run; returns the state to persist with the run claimed."""
     if previous is None:
         admission = Admission(state=_first_state(req, lease_free, make_id))
@@ -105,7 +106,7 @@ def _admit_new_turn(admission: Admission, req: RunRequest, now: float, make_id: 
     state.execution = new_execution(req.ros_invocation_id, make_id)
 
 
-def _claim(state: ThreadState, req: RunRequest, owner: str, now: float, window: Tuple[int, float]) -> None:
+def _claim(state: ThreadState, req: RunRequest, owner: str, now: float, window: Tuple[int, float, int]) -> None:
     state.active_run = ActiveRun(run_id=req.run_id, owner=owner, started_at=now,
                                  kind="resume" if req.is_resume else "new")
     state.remember_run(req.run_id, req.digest, now, *window)

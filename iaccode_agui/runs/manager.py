@@ -327,7 +327,8 @@ class RunManager:
                 admitted = admission_rules.admit(txn.state, req, owner=self.owner, now=self.clock(),
                                                  lease_free=lease is not None,
                                                  window=(self.settings.run_id_window,
-                                                         self.settings.run_id_window_age))
+                                                         self.settings.run_id_window_age,
+                                                         self.settings.applied_window))
                 admitted.state.runtime = self.settings.a2a_url
                 for task_id in (admitted.orphan_task_id, admitted.expired_task_id):
                     # Before the save that forgets the task: a crash in between repeats the cancel

@@ -268,6 +268,10 @@ class RunLogStore:
         self._ready = False
         self._stop = threading.Event()
         self._sweeper: Optional[threading.Thread] = None
+        # Logs seen closed (name -> (size, mtime in ns)): a closed log never becomes live again, so the
+        # timer's scans stat it instead of opening, locking and reading it.  Without this every scan costs
+        # a few opens per kept log, and with thousands kept the scans crowd out the request path.
+        self._closed: Dict[str, Tuple[int, int]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -374,14 +378,11 @@ class RunLogStore:
         """(thread, run) of every kept log whose writer died before closing it: runs to adopt."""
         now = time.time() if now is None else now
         found: List[Tuple[str, str]] = []
-        try:
-            names = [name for name in os.listdir(self.runs_dir) if name.endswith(".log")]
-        except OSError:
-            return found
-        for name in names:
-            path = os.path.join(self.runs_dir, name)
+        for name, path, known in self._scan_logs():
+            if known is not None:
+                continue
             info = self._finished_info(path)
-            if info is None or info[2] or now - info[1] > self.ttl or _is_closed(path, info[0]):
+            if info is None or info[2] or now - info[1] > self.ttl or self._seen_closed(name, path, info[0]):
                 continue
             reader = RunLogReader.open(path)
             if reader is None:
@@ -445,11 +446,8 @@ class RunLogStore:
             return 0
         finished = []
         total = 0
-        for name in names:
-            path = os.path.join(self.runs_dir, name)
-            if not name.endswith(".log"):
-                continue
-            info = self._finished_info(path)
+        for name, path, known in self._scan_logs(names):
+            info = (known[0], known[1] / 1e9, False) if known is not None else self._finished_info(path)
             if info is None:
                 continue
             size, mtime, live = info
@@ -462,6 +460,7 @@ class RunLogStore:
             if now - mtime <= self.ttl and total <= self.max_bytes:
                 continue
             if self._unlink_if_unlocked(path):
+                self._closed.pop(os.path.basename(path), None)
                 total -= size
                 removed += 1
         for name in names:
@@ -475,6 +474,46 @@ class RunLogStore:
         with contextlib.suppress(OSError):
             if now - os.lstat(path).st_mtime > CREATING_STALE:
                 self._unlink_if_unlocked(path)
+
+    def _scan_logs(self, names: Optional[List[str]] = None) -> List[Tuple[str, str, Optional[Tuple[int, int]]]]:
+        """(name, path, (size, mtime ns) if known closed and unchanged, else None) of every ``.log`` file."""
+        if names is None:
+            try:
+                names = os.listdir(self.runs_dir)
+            except OSError:
+                return []
+        found = []
+        for name in names:
+            if not name.endswith(".log"):
+                continue
+            path = os.path.join(self.runs_dir, name)
+            known = self._closed.get(name)
+            if known is not None:
+                try:
+                    info = os.stat(path, follow_symlinks=False)
+                except OSError:
+                    self._closed.pop(name, None)
+                    continue
+                if (info.st_size, info.st_mtime_ns) != known:
+                    self._closed.pop(name, None)
+                    known = None
+            found.append((name, path, known))
+        listed = set(names)
+        for name in list(self._closed):      # the start-up scan may run in another thread
+            if name not in listed:
+                self._closed.pop(name, None)
+        return found
+
+    def _seen_closed(self, name: str, path: str, size: int) -> bool:
+        if not _is_closed(path, size):
+            return False
+        try:
+            info = os.stat(path, follow_symlinks=False)
+        except OSError:
+            return True
+        if info.st_size == size:
+            self._closed[name] = (info.st_size, info.st_mtime_ns)
+        return True
 
     @staticmethod
     def _finished_info(path: str) -> Optional[tuple]:

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from iaccode_agui.config import DEFAULT_APPLIED_WINDOW
+
 SCHEMA_VERSION = 1
 RUN_KINDS = ("new", "resume")
 
@@ -158,23 +160,45 @@ class ThreadState:
         return None
 
     def record_applied(self, execution_id: str, interrupt_id: str, digest: str) -> None:
-        """Remember (or overwrite) the digest of an accepted answer; one record per (execution, interrupt)."""
+        """Remember (or overwrite) the digest of an accepted answer; one record per (execution, interrupt).
+
+        The list is kept in the order answers were accepted (the newest last), which is what the window
+        of ``trim_applied`` keeps.
+        """
         if not _is_hex64(digest):
             raise ValueError("applied digest must be 64 lowercase hex")
-        for entry in self.applied_resume_digests:
-            if entry.execution_id == execution_id and entry.interrupt_id == interrupt_id:
-                entry.digest = digest
-                return
+        self.applied_resume_digests = [
+            entry for entry in self.applied_resume_digests
+            if (entry.execution_id, entry.interrupt_id) != (execution_id, interrupt_id)]
         self.applied_resume_digests.append(AppliedDigest(execution_id, interrupt_id, digest))
-        self.applied_resume_digests.sort(key=lambda e: (e.execution_id, e.interrupt_id))
 
-    def remember_run(self, run_id: str, digest: str, now: float, max_entries: int, max_age: float) -> None:
+    def trim_applied(self, max_entries: int = DEFAULT_APPLIED_WINDOW) -> None:
+        """Keep the accepted answers that can still matter: a bounded window, so the document stays small.
+
+        Only the current execution's records are ever consulted (a resume answers the current execution),
+        so other executions' records go.  Of the current one, a record whose interrupt is pending again
+        always stays (it is what stops a re-shown question from being answered twice); of the others the
+        newest ``max_entries`` stay.  A replay of an answer that has left the window names an interrupt
+        that is neither pending nor remembered, so the resume rules refuse it before anything is sent:
+        it can never be applied a second time, it only gets a refusal instead of RESUME_ALREADY_APPLIED.
+        """
+        current = self.execution.execution_id
+        pending = self.execution.pending
+        mine = [entry for entry in self.applied_resume_digests if entry.execution_id == current]
+        others = [entry for entry in mine if entry.interrupt_id not in pending]
+        keep = {id(entry) for entry in others[-max_entries:]} if max_entries > 0 else set()
+        self.applied_resume_digests = [entry for entry in mine
+                                       if entry.interrupt_id in pending or id(entry) in keep]
+
+    def remember_run(self, run_id: str, digest: str, now: float, max_entries: int, max_age: float,
+                     max_applied: int = DEFAULT_APPLIED_WINDOW) -> None:
         """Record a claimed run id, then keep only the newest ``max_entries`` records younger than ``max_age``.
 
         Run ids and terminal execution ids are kept in the same bounded window, so the document (and the
         cost of every write of it) stops growing with the number of runs.  A run id that has left the
         window is admitted like a new one: it starts a new turn and can never re-apply an interrupt
         answer, because answers are tied to their execution, which is terminal or no longer current.
+        Accepted answers keep their own window (``trim_applied``).
         """
         self.run_digests[run_id] = digest
         self.run_times[run_id] = now
@@ -183,6 +207,7 @@ class ThreadState:
         self.terminal_times = _window(self.terminal_times, self.terminal_execution_ids, now, max_entries, max_age,
                                       keep=self.execution.execution_id)
         self.terminal_execution_ids = sorted(self.terminal_times)
+        self.trim_applied(max_applied)
 
     def mark_terminal(self, execution_id: str) -> None:
         if execution_id not in self.terminal_execution_ids:
@@ -216,9 +241,10 @@ class ThreadState:
                 "expiredInterruptIds": sorted(set(ex.expired_interrupt_ids)),
             },
             "runDigests": dict(self.run_digests),
+            # In the order the answers were accepted: the window keeps the newest.
             "appliedResumeDigests": [
                 {"executionId": a.execution_id, "interruptId": a.interrupt_id, "digest": a.digest}
-                for a in sorted(self.applied_resume_digests, key=lambda e: (e.execution_id, e.interrupt_id))
+                for a in self.applied_resume_digests
             ],
             "terminalExecutionIds": sorted(set(self.terminal_execution_ids)),
             # Keyed by digest (64 characters), not by run id (up to 1,024): the times must not double the size.
@@ -438,7 +464,6 @@ def _applied(value: Any) -> List[AppliedDigest]:
         _require(key not in seen, "appliedResumeDigests has duplicate entries")
         seen.add(key)
         result.append(item)
-    result.sort(key=lambda e: (e.execution_id, e.interrupt_id))
     return result
 
 
