@@ -14,6 +14,7 @@ from typing import Any, Dict, Optional
 
 from waitress import wasyncore
 from waitress.server import BaseWSGIServer, create_server
+from waitress.task import ThreadedTaskDispatcher
 
 from iaccode_agui import i18n
 from iaccode_agui.strict_http import accept_many, close_slow_heads, close_stalled, strict_channel
@@ -22,6 +23,29 @@ log = logging.getLogger("iaccode_agui.serving")
 
 DEFAULT_CONNECTION_LIMIT = 2048
 DEFAULT_HEADER_TIMEOUT = 10.0
+# Workers kept for the probes alone: every other worker can be held by a stream for minutes.
+CONTROL_THREADS = 2
+CONTROL_NAMES = frozenset(["health", "ready", "metrics"])
+
+
+def is_control_request(channel: Any) -> bool:
+    """Whether the request a channel is about to be served for is a GET/HEAD probe (any mount prefix)."""
+    requests = getattr(channel, "requests", None)
+    if not requests:
+        return False
+    request = requests[0]
+    path = getattr(request, "path", "") or ""
+    return getattr(request, "command", "") in ("GET", "HEAD") and path.rstrip("/").rsplit("/", 1)[-1] in CONTROL_NAMES
+
+
+def route_task(workers: Any, control: Any, channel: Any) -> None:
+    """Hand a channel to the probe workers when its next request is a probe, else to the main pool.
+
+    waitress serves one request per task (a keep-alive connection's next request is a new task), so the
+    decision is exact per request.  Probes answer from memory and never wait for a slow reader (their few
+    bytes fit the output buffer), so two workers answer them however many streams hold the others.
+    """
+    (control if is_control_request(channel) else workers).add_task(channel)
 
 
 def waitress_limits(max_request_bytes: int) -> Dict[str, int]:
@@ -61,6 +85,8 @@ class ServerThread:
     anything are closed long before waitress's general inactivity timeout; between requests of a
     keep-alive connection that general ``channel_timeout`` applies.  A response whose output has not moved
     for ``stall_timeout`` seconds (default two heartbeat intervals) is closed, which frees its worker.
+    ``/health``, ``/ready`` and ``/metrics`` are served by two workers of their own, so a probe is
+    answered even while streams hold every other worker and the task queue is long.
     """
 
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, *, threads: int = 32,
@@ -81,6 +107,8 @@ class ServerThread:
         self.connection_limit = limit
         self.server = create_server(app, host=host, port=port, threads=threads, connection_limit=limit,
                                     **adjustments)
+        self.control = ThreadedTaskDispatcher()
+        self.control.set_thread_count(CONTROL_THREADS)
         settings = getattr(app, "settings", None)
         # About two heartbeats: a reading client receives at least one write in that time.
         self.stall_timeout = stall_timeout or 2 * float(getattr(settings, "heartbeat_interval", 15.0))
@@ -93,6 +121,8 @@ class ServerThread:
                     close_slow_heads, dispatcher, dispatcher.maintenance, header_timeout)
                 dispatcher.handle_accept = functools.partial(  # type: ignore[method-assign]
                     accept_many, dispatcher, dispatcher.handle_accept)
+                dispatcher.add_task = functools.partial(  # type: ignore[method-assign]
+                    route_task, dispatcher.task_dispatcher, self.control)
         self.host = str(self.server.effective_host)  # type: ignore[attr-defined]
         self.port = int(self.server.effective_port)  # type: ignore[attr-defined]
         shown = "[%s]" % self.host if ":" in self.host else self.host
@@ -119,6 +149,7 @@ class ServerThread:
             # server's close() closes (EBADF, or a byte into a descriptor reused meanwhile).
             try:
                 self.server.task_dispatcher.shutdown(timeout=2)  # type: ignore[attr-defined]
+                self.control.shutdown(timeout=2)
             finally:
                 self.server.close()
                 wasyncore.close_all(server_map)
