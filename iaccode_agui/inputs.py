@@ -3,9 +3,9 @@
 Every rejection is ``AguiError("INVALID_INPUT", <specific message>)`` so a client learns what to fix, and a
 rejected request never consumes its ``runId``: the client fixes the body and retries with the same id.
 Structural rules live in the JSON Schema documents under ``schemas/``; what needs a specific message or
-touches the file system (user content, images, the workspace path) is checked here in Python.  Schema
-error text is never exposed because it can echo secrets; only the JSON pointer of the failure travels, as
-``detail_path``.
+touches the file system (user content, images) is checked here in Python, the workspace path in
+``workspace``.  Schema error text is never exposed because it can echo secrets; only the JSON pointer of
+the failure travels, as ``detail_path``.
 """
 import base64
 import binascii
@@ -23,12 +23,13 @@ from iaccode_agui.canonical import canonical_json
 from iaccode_agui.config import DEFAULT_MAX_MESSAGES
 from iaccode_agui.errors import AguiError
 from iaccode_agui.i18n import negotiate, normalize_tag
+from iaccode_agui.input_errors import invalid_input as _invalid
 from iaccode_agui.jsoncheck import compile_schema
+from iaccode_agui.workspace import create_cwd, locate_cwd, resolve_cwd  # noqa: F401  (part of this API)
 
 MAX_IMAGE_BYTES = 8 * 1024 * 1024
 MAX_TOTAL_IMAGE_BYTES = 10 * 1024 * 1024
 MAX_FILENAME_BYTES = 255
-_CWD_PATH = ("forwardedProps", "iacCode", "cwd")
 
 _SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas")
 
@@ -126,16 +127,6 @@ class RunRequest:
 
 # --- errors -----------------------------------------------------------------------------------------
 
-def _pointer(parts: Sequence[Any]) -> str:
-    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in parts)
-
-
-def _invalid(message: str, path: Sequence[Any] = (), params: Optional[Dict[str, str]] = None) -> AguiError:
-    err = AguiError("INVALID_INPUT", message, params=params)
-    err.detail_path = _pointer(path)  # type: ignore[attr-defined]
-    return err
-
-
 def _offending_key(error: Any) -> Optional[str]:
     """Name the missing or unexpected key, which the schema error's path alone does not show."""
     instance = error.instance
@@ -213,65 +204,6 @@ def parse_subscribe_request(body: Any) -> SubscribeRequest:
     after = body.get("afterSequence")
     return SubscribeRequest(body["threadId"], body["runId"], body["rosInvocationId"],
                             None if after is None else int(after))
-
-
-def resolve_cwd(cwd: str, allowed_roots: Sequence[str]) -> str:
-    """The real workspace path, created if missing, refused unless inside an allowed root."""
-    return create_cwd(locate_cwd(cwd, allowed_roots), allowed_roots)
-
-
-def locate_cwd(cwd: str, allowed_roots: Sequence[str]) -> str:
-    """The real workspace path, checked but not created: a request refused later leaves no directory behind.
-
-    Containment is decided on the fully resolved path so a symlink inside a root cannot lead outside it,
-    and the resolved path (not the client's spelling) is what gets bound and sent upstream.
-    """
-    # ``~`` is expanded, environment variables deliberately are not: a client must not be able to make the
-    # server write the value of one of its own variables into a path the agent can read.
-    expanded = os.path.expanduser(cwd)
-    if not os.path.isabs(expanded):
-        raise _invalid(errors.MSG_CWD_NOT_ABSOLUTE, _CWD_PATH)
-    try:
-        real = os.path.realpath(expanded)
-        if not _inside_roots(real, allowed_roots):
-            raise _invalid(errors.MSG_CWD_NOT_ALLOWED, _CWD_PATH)
-        if os.path.lexists(real) and not os.path.isdir(real):
-            raise _invalid(errors.MSG_CWD_NOT_DIRECTORY, _CWD_PATH)
-    except (OSError, ValueError) as exc:
-        if isinstance(exc, AguiError):
-            raise
-        raise _invalid(errors.MSG_CWD_UNUSABLE, _CWD_PATH) from None
-    return real
-
-
-def create_cwd(real: str, allowed_roots: Sequence[str]) -> str:
-    """Create a located workspace if missing; the last step of validation, after everything else passed."""
-    try:
-        if not os.path.lexists(real):
-            os.makedirs(real, exist_ok=True)
-        # A symlink swapped in during creation must not move the workspace out of bounds.
-        if not _inside_roots(os.path.realpath(real), allowed_roots):
-            raise _invalid(errors.MSG_CWD_NOT_ALLOWED, _CWD_PATH)
-        if not os.path.isdir(real):
-            raise _invalid(errors.MSG_CWD_NOT_DIRECTORY, _CWD_PATH)
-        if not os.access(real, os.R_OK | os.X_OK):
-            raise _invalid(errors.MSG_CWD_UNUSABLE, _CWD_PATH)
-    except (OSError, ValueError):
-        raise _invalid(errors.MSG_CWD_UNUSABLE, _CWD_PATH) from None
-    return real
-
-
-def _inside_roots(real: str, roots: Sequence[str]) -> bool:
-    for root in roots:
-        if not root or not os.path.isabs(root):
-            continue
-        root = os.path.normpath(root)
-        try:
-            if os.path.commonpath([root, real]) == root:
-                return True
-        except ValueError:
-            continue
-    return False
 
 
 def check_envelope(body: Any) -> None:
