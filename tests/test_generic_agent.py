@@ -1,4 +1,4 @@
-"""The adapter in front of a generic A2A 1.0 agent built with the official a2a-sdk (issue 7, "Upstreams").
+"""The adapter in front of a generic A2A 1.0 agent built with the official a2a-sdk.
 
 The agent (tests/generic_agent.py) is the SDK's own server stack under uvicorn, so these tests check the
 adapter against real SDK wire output rather than our reading of the spec.  Skipped when the test-only

@@ -5,7 +5,7 @@ One command, everything on loopback, every server in its own process (so its CPU
 
     python tools/bench.py [--quick] [--concurrency 100,500,1000] [--peer CMD|auto] [--json out.json]
 
-Prints one table of figures and ratios; the targets of issue 5 are checked by reading it (the ``check``
+Prints one table of figures and ratios; the performance targets are checked by reading it (the ``check``
 column), not by timed tests, because machines here are noisy.  Figures are medians over ``--reps`` runs.
 """
 import argparse

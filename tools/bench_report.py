@@ -1,6 +1,6 @@
 """The benchmark table: one row per figure, one column per path, and a check column for the targets.
 
-Targets (issue 5) are judged here from the medians, so a reader sees at once which ones hold on this
+Targets are judged here from the medians, so a reader sees at once which ones hold on this
 machine and by how much; nothing fails the command, because a noisy box must not turn CI red.
 """
 from typing import Any, Dict, List, Optional, Tuple

@@ -12,7 +12,7 @@ from typing import Callable, Iterable, Iterator, List, Optional
 
 from iaccode_agui.runs import logformat
 from iaccode_agui.runs.framequeue import END, FrameQueue
-from iaccode_agui.runs.runlog import RunLogReader, WatchMark
+from iaccode_agui.runs.logreader import RunLogReader, WatchMark
 
 log = logging.getLogger("iaccode_agui.runs")
 
