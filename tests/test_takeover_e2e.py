@@ -306,3 +306,30 @@ def test_an_adopted_run_s_usage_includes_what_the_dead_owner_counted(adapter_fac
     inp, out, _ = turns.FIRST_CALL_USAGE
     assert rest[-1]["usage"] == [{"provider": "openai", "model": "other", "inputTokens": inp, "outputTokens": out,
                                   "totalTokens": inp + out, "cachedInputTokens": 0}]
+
+
+def test_an_adopted_agentcore_run_keeps_its_agentcore_shaping(adapter_factory, quick_demo, tmp_path, workspace,
+                                                               monkeypatch):
+    """The successor rebuilds the run's AgentCore shaping from its log header: the re-attached client still
+    gets ``agentcore.usage`` right before ``RUN_FINISHED`` (once), and the whole text."""
+    from tests.agentcore_helpers import AGENT, ac_body, attach_body
+    monkeypatch.setenv("IAC_CODE_AGUI_DEFAULT_CWD", workspace)
+    state_dir = str(tmp_path / "state")
+    owner = AdapterProcess(quick_demo.url, quick_demo.token, state_dir, workspace, str(tmp_path / "owner.log"))
+    body = ac_body("slow", thread="ac-crash-1")
+    headers = {"X-AgentCore-Session-ID": body["threadId"]}
+    seen, ids = read_then_kill(owner, post_run(owner.url + AGENT, body, headers), b"slow-", 8)
+    assert ids == list(range(len(ids))) and text_of(seen).count("slow-") >= 8
+    successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token,
+                                default_cwd=workspace)
+    answer = successor.post(attach_body(body["threadId"], body["runId"], ids[-1]), path=AGENT, headers=headers,
+                            timeout=30)
+    assert answer.status_code == 200, answer.text
+    rest, rest_ids, _ = parse_sse(answer.content)
+    assert rest_ids == list(range(ids[-1] + 1, ids[-1] + 1 + len(rest)))
+    whole = seen + rest
+    assert text_of(whole) == SLOW_TEXT
+    names = [e.get("name") if e["type"] == "CUSTOM" else e["type"] for e in whole]
+    assert names.count("agentcore.usage") == 1 and names.count("RUN_FINISHED") == 1
+    assert names[-2:] == ["agentcore.usage", "RUN_FINISHED"]
+    assert "agui_takeovers_total 1" in successor.app.metrics.render()

@@ -20,6 +20,7 @@ from iaccode_agui.errors import AguiError
 from iaccode_agui.runs.profile import RunProfile
 
 SESSION_HEADER = ac_requests.SESSION_HEADER
+PROFILE_NAME = "agentcore"
 
 
 class AgentCoreRoutes:
@@ -33,15 +34,22 @@ class AgentCoreRoutes:
                                          max_image_bytes=settings.max_image_bytes,
                                          max_images_bytes=settings.max_images_bytes)
         self.links = FileLinks(settings.file_link_ttl, settings.max_file_links) if settings.publish_files else None
+        self.manager.profiles.register(PROFILE_NAME, self.rebuild_profile)
 
     def profile(self, request: Request, workspace: str) -> RunProfile:
         """How the core shapes this run's events (with file links when enabled)."""
-        links, limit, base = self.links, self.settings.max_sse_event_bytes, request.url_root
+        return self.rebuild_profile({"workspace": workspace, "base": request.url_root})
+
+    def rebuild_profile(self, args: Dict[str, Any]) -> RunProfile:
+        """The profile from what a run log header records: the run's workspace and the links' base URL
+        (the size limit and whether files are published are this process's settings)."""
+        links, limit = self.links, self.settings.max_sse_event_bytes
+        workspace, base = str(args.get("workspace") or ""), str(args.get("base") or "/")
 
         def shaper(language: str) -> AgentCoreShaper:
             files = RunFilePublisher(links, workspace, base) if links is not None else None
             return AgentCoreShaper(language, limit, files)
-        return RunProfile(name="agentcore", shaper=shaper)
+        return RunProfile(name=PROFILE_NAME, shaper=shaper, args={"workspace": workspace, "base": base})
 
     # ---- POST /ag-ui/agent ----------------------------------------------------------------------
     def run(self, request: Request, info: Dict[str, Any]) -> Any:

@@ -31,7 +31,7 @@ from iaccode_agui.runs.channel import RunChannel, Subscription
 from iaccode_agui.runs.expiry import ExpiryScheduler
 from iaccode_agui.runs.housekeeping import Housekeeper
 from iaccode_agui.runs.liverun import LiveRun
-from iaccode_agui.runs.profile import DEFAULT as DEFAULT_PROFILE, RunProfile, ShapedPublisher
+from iaccode_agui.runs.profile import DEFAULT as DEFAULT_PROFILE, ProfileRegistry, RunProfile, publisher_for
 from iaccode_agui.runs.recorder import StateRecorder
 from iaccode_agui.runs.replaymem import ReplayBudget
 from iaccode_agui.runs.takeover import Takeover
@@ -77,6 +77,7 @@ class RunManager:
         self.housekeeper.start()
         self.registry = ProcessRegistry(settings.state_dir, self.owner, settings.a2a_url)
         self.registry.register()
+        self.profiles = ProfileRegistry()     # route families register theirs, for runs adopted from logs
         self.takeover = Takeover(self)
         self.log_attach.adopt = self.takeover.adopt
         if self.runlogs.enabled:
@@ -195,8 +196,8 @@ class RunManager:
         run.profile = profile           # set before the worker exists, so before any close can be seen
         try:
             run.keep_without_client = keep_without_client
-            run.channel.use_log(self._open_run_log(req, admitted.state, {
-                "language": language, "keepWithoutClient": keep_without_client}))
+            run.channel.use_log(self._open_run_log(req, admitted.state, dict(
+                profile.header_fields(), language=language, keepWithoutClient=keep_without_client)))
             worker, sub = self._prepare(run, req, admitted, language)
             worker.open()            # RUN_STARTED is queued from this (the request's) thread
             if start_thread:
@@ -212,8 +213,7 @@ class RunManager:
         ctx = self._context(req, admitted.state, language)
         projector = RunProjector(ctx, clock=self.clock)
         recorder = StateRecorder(self.store, req.thread_id, ctx.execution_id, req.run_id)
-        shaper = run.profile.shaper
-        publisher = run.channel if shaper is None else ShapedPublisher(run.channel, shaper(language))
+        publisher = publisher_for(run.channel, run.profile, language)
         worker = RunWorker(client=self.client, projector=projector, channel=publisher, recorder=recorder,
                            driver=self._driver(req, admitted, ctx), on_end=lambda w: self._ended(run),
                            on_release=lambda: self._released(run))

@@ -29,6 +29,7 @@ from iaccode_agui.projection.states import TaskState
 from iaccode_agui.runs import logformat
 from iaccode_agui.runs.channel import RunChannel, encode_agui_event
 from iaccode_agui.runs.logformat import Record
+from iaccode_agui.runs.profile import publisher_for
 from iaccode_agui.runs.recorder import StateRecorder
 from iaccode_agui.runs.runlog import RunLogWriter
 from iaccode_agui.runs.worker import RunWorker
@@ -183,7 +184,9 @@ class Takeover:
         projector.usage.restore(usage)        # counted by the dead owner: the run's totals include it
         recorder = StateRecorder(manager.store, req.thread_id, ctx.execution_id, req.run_id)
         run = manager.register_run(req, state, lease, channel)
-        worker = RunWorker(client=manager.client, projector=projector, channel=channel, recorder=recorder,
+        run.profile = manager.profiles.rebuild(header)      # shaped as its owner shaped it
+        worker = RunWorker(client=manager.client, projector=projector,
+                           channel=publisher_for(channel, run.profile, language), recorder=recorder,
                            driver=drive_adopted, on_end=lambda w: manager._ended(run),
                            on_release=lambda: manager._released(run))
         run.worker = worker
