@@ -160,6 +160,42 @@ def test_a_run_whose_interrupt_was_durable_but_never_shown_ends_with_it(adapter)
     check_sequence(events[:-1] + again)
 
 
+def test_an_agentcore_run_ended_from_its_thread_state_is_shaped_as_its_owner_shaped_it(adapter_factory,
+                                                                                         workspace):
+    """The owner made the interrupt durable, then died before its last batch (``agentcore.usage`` and the
+    terminal event) reached the log: the adopter writes that end through the run's AgentCore shaping, with
+    the totals the owner had noted."""
+    from tests.agentcore_helpers import AGENT, ac_body, ac_stream, attach_body
+    adapter = adapter_factory(default_cwd=workspace)
+    body = ac_body("please write a file", thread="ac-durable-int")
+    events, _ = ac_stream(adapter, body)
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"]["type"] == "interrupt"
+    assert [e.get("name") for e in events[-2:]] == ["agentcore.usage", None]
+    assert wait_for(lambda: bool(adapter.app.manager.finished_runs()), 5)
+    path = adapter.app.manager.runlogs.path_for(body["threadId"], body["runId"])
+    with open(path, "rb") as handle:
+        data = handle.read()
+    records, _ = logformat.parse(data, logformat.check_magic(data))
+    usage_seq = next(r.seq for r in records if r.kind == logformat.KIND_EVENT and b"agentcore.usage" in r.frame)
+    with open(path, "wb") as handle:        # cut as a crash right before the owner's last batch was written
+        handle.write(logformat.encode_start(records[0].fields))
+        for record in records[1:]:
+            if record.kind == logformat.KIND_EVENT and record.seq < usage_seq:
+                handle.write(logformat.encode_event(record.seq, record.event_type, record.frame))
+            elif record.kind == logformat.KIND_USAGE:
+                handle.write(logformat.encode_usage(record.fields["usage"]))
+    last = usage_seq - 1
+    assert adapter.app.manager.takeover.adopt(body["threadId"], body["runId"])
+    answer = adapter.post(attach_body(body["threadId"], body["runId"], last), path=AGENT,
+                          headers={"X-AgentCore-Session-ID": body["threadId"]})
+    assert answer.status_code == 200, answer.text
+    again = parse_sse(answer.content)[0]
+    assert [e.get("name") or e["type"] for e in again][-2:] == ["agentcore.usage", "RUN_FINISHED"]
+    assert again[-1]["outcome"]["interrupts"][0]["id"] == events[-1]["outcome"]["interrupts"][0]["id"]
+    assert again[-2]["value"] == events[-2]["value"]          # the owner's totals, not zeros
+    check_sequence(events[:-2] + again)
+
+
 class _GatedReplies:
     """Hold every closing LLM reply of the scripted runtime until released, then note that it was sent.
 

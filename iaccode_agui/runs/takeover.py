@@ -123,7 +123,7 @@ class Takeover:
             return True
         state = self._claim(thread_id, run_id, header)
         if state is None:
-            self._end_from_state(writer, thread_id, run_id, header, logged, last_seq)
+            self._end_from_state(writer, thread_id, run_id, header, logged, last_seq, _logged_usage(records))
             lease.release()
             return True
         manager.metrics.inc("agui_takeovers_total")
@@ -147,21 +147,32 @@ class Takeover:
             return draft
 
     def _end_from_state(self, writer: RunLogWriter, thread_id: str, run_id: str, header: Dict[str, Any],
-                        logged: List[Dict[str, Any]], last_seq: int) -> None:
-        """The run's outcome is durable but its terminal event never reached the log: write it now."""
+                        logged: List[Dict[str, Any]], last_seq: int, usage: Any) -> None:
+        """The run's outcome is durable but its terminal event never reached the log: write it now.
+
+        The closing events carry the totals the dead owner noted and go through the run's own shaping, so
+        a client that re-attaches sees the same end (an AgentCore client its usage event and its code names)
+        as it would have seen from the owner.
+        """
         state = self.manager.store.load(thread_id)
         language = header.get("language") or "en"
         projector = AdoptedProjector(_context_stub(thread_id, run_id, header, language), logged)
+        projector.usage.restore(usage)
+        totals = projector.usage.summary()
         closing: List[Dict[str, Any]] = list(projector.spans.close_all())
         pending = state.execution.pending if state is not None and \
             state.execution.execution_id == header.get("executionId") else {}
         built = [item for item in (interrupts.build_interrupt(p.value, p.expires_at, language)
                                    for p in pending.values()) if item is not None]
         if built:
-            closing.append(ev.run_finished_interrupt(thread_id, run_id, built))
+            closing.append(ev.run_finished_interrupt(thread_id, run_id, built, totals))
         else:
             closing.append(ev.run_error(thread_id, run_id, "EXECUTION_LOST",
-                                        translate(errors.MSG_EXECUTION_LOST, language)))
+                                        translate(errors.MSG_EXECUTION_LOST, language), totals))
+        shaper = self.manager.profiles.rebuild(header).shaper
+        if shaper is not None:
+            shape = shaper(language)
+            closing = [shaped for event in closing for shaped in shape(event)]
         seq = last_seq
         for event in closing:
             seq += 1
