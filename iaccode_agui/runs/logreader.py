@@ -6,7 +6,6 @@ log from a dead one by probing the writer's exclusive ``flock`` with a shared on
 releases when the writer dies.  ``WatchMark`` is the follower's own shared lock on the run's ``.watch``
 file, so the owner knows somebody elsewhere still listens.
 """
-import contextlib
 import fcntl
 import logging
 import os
@@ -15,6 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from iaccode_agui.runs import logformat
 from iaccode_agui.runs.logformat import Record
+from iaccode_agui.state.flocks import close_quietly
 from iaccode_agui.state.flocks import try_lock as _try_lock
 
 log = logging.getLogger("iaccode_agui.runlog")
@@ -92,9 +92,7 @@ class RunLogReader:
 
     def close(self) -> None:
         fd, self._fd = self._fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        close_quietly(fd)
 
 
 class WatchMark:
@@ -105,6 +103,4 @@ class WatchMark:
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        close_quietly(fd)

@@ -30,7 +30,7 @@ from iaccode_agui.runs import logformat
 from iaccode_agui.runs.logformat import Record
 from iaccode_agui.runs.logreader import READ_CHUNK as _READ_CHUNK
 from iaccode_agui.runs.logreader import RunLogReader, WatchMark
-from iaccode_agui.state.flocks import open_probe
+from iaccode_agui.state.flocks import close_quietly, open_probe
 from iaccode_agui.state.flocks import try_lock as _try_lock
 from iaccode_agui.state.keys import run_file_stem
 
@@ -165,9 +165,7 @@ class RunLogWriter:
 
     def _release(self) -> None:
         fd, self._fd = self._fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        close_quietly(fd)
 
 
 class RunLogStore:

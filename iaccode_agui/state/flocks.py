@@ -20,6 +20,15 @@ def open_probe(path: str) -> Optional[int]:
         return None
 
 
+def close_quietly(fd: Optional[int]) -> None:
+    """Close a descriptor being given up: a failing close leaves nothing to retry, so it is not an error."""
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
 def try_lock(fd: int, mode: int) -> bool:
     """Take ``mode`` without waiting: False when another descriptor holds a conflicting lock."""
     try:

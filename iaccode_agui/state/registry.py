@@ -18,7 +18,7 @@ import os
 import stat
 from typing import Optional, Set
 
-from iaccode_agui.state.flocks import open_probe, try_lock
+from iaccode_agui.state.flocks import close_quietly, open_probe, try_lock
 from iaccode_agui.state.keys import thread_file_stem
 
 log = logging.getLogger("iaccode_agui.state")
@@ -73,8 +73,7 @@ class ProcessRegistry:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self._path())
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            close_quietly(fd)
 
     def live_runtimes(self) -> Set[str]:
         """Runtimes of every live registered process; entries of dead processes are removed."""

@@ -35,6 +35,7 @@ import logging
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, TypeVar
 
+from iaccode_agui.state.flocks import close_quietly
 from iaccode_agui.state.keys import thread_file_stem
 from iaccode_agui.state.model import StateCorrupt, ThreadState
 
@@ -100,8 +101,7 @@ class RunLease:
         if fd is not None:
             with contextlib.suppress(OSError):
                 fcntl.flock(fd, fcntl.LOCK_UN)
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            close_quietly(fd)
 
     def __enter__(self) -> "RunLease":
         return self
