@@ -22,7 +22,7 @@ from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_FILE_LINK_
                                  DEFAULT_INTERRUPT_TTL, DEFAULT_MAX_JSON_VALUES, DEFAULT_MAX_JSON_DEPTH,
                                  DEFAULT_MAX_MESSAGES, DEFAULT_PORT,
                                  DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_ID_WINDOW, DEFAULT_RUN_ID_WINDOW_AGE,
-                                 DEFAULT_APPLIED_WINDOW,
+                                 DEFAULT_APPLIED_WINDOW, DEFAULT_STREAM_BUFFER_BYTES, MIN_STREAM_BUFFER_BYTES,
                                  DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL, DEFAULT_TAKEOVER_GRACE, MAX_FILE_LINKS,
                                  MAX_IMAGE_BYTES, MAX_IMAGES_BYTES, MAX_SSE_EVENT_BYTES, MIN_SSE_EVENT_BYTES,
                                  ConfigError, Settings, default_allowed_cwds, default_state_dir, is_loopback_host,
@@ -64,6 +64,7 @@ ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_APPLIED_WINDOW  --applied-window
   IAC_CODE_AGUI_HEADER_TIMEOUT  --header-timeout
   IAC_CODE_AGUI_STALL_TIMEOUT   --stall-timeout
+  IAC_CODE_AGUI_STREAM_BUFFER_BYTES  --stream-buffer-bytes
   IAC_CODE_CONFIG_DIR           config directory (default ~/.iac-code; state goes to <dir>/agui)
   IAC_CODE_AGUI_DEFAULT_CWD     --default-cwd
   IAC_CODE_AGUI_PUBLISH_FILES   --publish-files (1/true/yes/on or 0/false/no/off)
@@ -175,6 +176,10 @@ def add_bound_flags(add: Any) -> None:
     add("--stall-timeout", type=positive_seconds, default=None,
         help="seconds a response may have output waiting without any being sent before its connection is "
              "dropped and its worker freed (default 2 x heartbeat interval)")
+    add("--stream-buffer-bytes", type=at_least(MIN_STREAM_BUFFER_BYTES), default=None,
+        help="bytes of a stream a client may leave unread in each of the run's queue, the server's output "
+             "buffer and the socket before its run stops pulling from the runtime until it reads again "
+             "(default %d)" % DEFAULT_STREAM_BUFFER_BYTES)
 
 
 def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str, a2a_token: Optional[str],
@@ -206,7 +211,9 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str
         run_id_window_age=flag_or_env(args.run_id_window_age, env, "IAC_CODE_AGUI_RUN_ID_WINDOW_AGE",
                                       DEFAULT_RUN_ID_WINDOW_AGE, positive_seconds),
         applied_window=flag_or_env(args.applied_window, env, "IAC_CODE_AGUI_APPLIED_WINDOW", DEFAULT_APPLIED_WINDOW,
-                                   _POSITIVE_COUNT))
+                                   _POSITIVE_COUNT),
+        stream_buffer_bytes=flag_or_env(args.stream_buffer_bytes, env, "IAC_CODE_AGUI_STREAM_BUFFER_BYTES",
+                                        DEFAULT_STREAM_BUFFER_BYTES, at_least(MIN_STREAM_BUFFER_BYTES)))
 
 
 def _from_env(value: Any, env: Mapping[str, str], name: str, parse: Any, default: Any) -> Any:
@@ -393,7 +400,8 @@ def start_server(app: Any, host: str, port_number: int, threads: int, settings: 
     try:
         return ServerThread(app, host, port_number, threads=threads,
                             channel_timeout=max(120, int(settings.heartbeat_interval * 4)),
-                            **dict(waitress_limits(settings.largest_request_bytes), **server_options))
+                            **dict(waitress_limits(settings.largest_request_bytes, settings.stream_buffer_bytes),
+                                   **server_options))
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise ConfigError("--port %d: address already in use on %s" % (port_number, host))

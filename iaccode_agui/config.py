@@ -40,6 +40,10 @@ DEFAULT_RUN_ID_WINDOW_AGE = 86400.0
 # Accepted interrupt answers of the current execution remembered per thread (besides those of interrupts
 # pending again), so a replayed answer is recognised as applied.
 DEFAULT_APPLIED_WINDOW = 256
+# Bytes of output a client may leave unread at each stage (the run's queue, the server's output buffer,
+# the socket's send buffer) before its run stops pulling from the runtime until the client reads again.
+DEFAULT_STREAM_BUFFER_BYTES = 128 * 1024
+MIN_STREAM_BUFFER_BYTES = 16 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +69,7 @@ class Settings:
     reconnect_grace: float = 0.0
     replay_buffer_events: int = 10000
     queue_max_events: int = 4096
+    stream_buffer_bytes: int = DEFAULT_STREAM_BUFFER_BYTES
     disconnect_poll: float = 1.0
     default_language: str = "en"
     upstream_kind: str = "auto"          # "auto" (from the agent card) | "iac-code" | "generic"
@@ -117,6 +122,8 @@ class Settings:
                 raise ConfigError("%s must be at least 1 byte" % name)
         if self.max_sse_event_bytes < MIN_SSE_EVENT_BYTES:
             raise ConfigError("the SSE event limit must be at least %d bytes" % MIN_SSE_EVENT_BYTES)
+        if self.stream_buffer_bytes < MIN_STREAM_BUFFER_BYTES:
+            raise ConfigError("the stream buffer must be at least %d bytes" % MIN_STREAM_BUFFER_BYTES)
         if self.file_link_ttl <= 0 or self.max_file_links < 1:
             raise ConfigError("file links need a lifetime > 0 seconds and room for at least one link")
 

@@ -8,15 +8,18 @@ import contextlib
 import functools
 import logging
 import resource
+import socket
 import threading
 import time
 from typing import Any, Dict, Optional
 
 from waitress import wasyncore
+from waitress.adjustments import Adjustments
 from waitress.server import BaseWSGIServer, create_server
 from waitress.task import ThreadedTaskDispatcher
 
 from iaccode_agui import i18n
+from iaccode_agui.config import DEFAULT_STREAM_BUFFER_BYTES
 from iaccode_agui.strict_http import accept_many, close_slow_heads, close_stalled, strict_channel
 
 log = logging.getLogger("iaccode_agui.serving")
@@ -48,17 +51,23 @@ def route_task(workers: Any, control: Any, channel: Any) -> None:
     (control if is_control_request(channel) else workers).add_task(channel)
 
 
-def waitress_limits(max_request_bytes: int) -> Dict[str, int]:
+def waitress_limits(max_request_bytes: int, stream_buffer: int = DEFAULT_STREAM_BUFFER_BYTES) -> Dict[str, Any]:
     """waitress settings that make the app's own limits hold on the wire.
 
     ``max_request_bytes`` is the largest body any route accepts.  waitress would otherwise buffer a request
-    body up to 1 GiB before the app can refuse it, and up to 16 MiB of output per slow client before the
-    app's bounded queue applies backpressure.  Its own limit sits just above the largest route limit: a
+    body up to 1 GiB before the app can refuse it.  Its own limit sits just above the largest route limit: a
     declared ``Content-Length`` over it is refused from the head alone (the same JSON 413 as the app's), and
     the slack covers the chunk-size lines of a chunked body, which waitress counts as body bytes.
+
+    ``stream_buffer`` bounds what a client that stops reading is sent before its run waits for it: the
+    output buffer (waitress's default is 16 MiB) and the socket's send buffer (on loopback the kernel grows
+    it to megabytes) each hold about that much, as the run's own queue does.  Past them the response's
+    worker waits, the queue fills and the run stops pulling from the runtime, so a client that does not
+    read costs no CPU until it reads again or is dropped by the stall timeout.
     """
     slack = max(64 * 1024, max_request_bytes // 16)
-    return {"max_request_body_size": max_request_bytes + slack, "outbuf_high_watermark": 1024 * 1024}
+    return {"max_request_body_size": max_request_bytes + slack, "outbuf_high_watermark": stream_buffer,
+            "send_buffer": stream_buffer}
 
 
 def ensure_fd_limit(wanted: int) -> int:
@@ -92,7 +101,7 @@ class ServerThread:
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, *, threads: int = 32,
                  connection_limit: Optional[int] = None, slice_seconds: float = 0.5,
                  header_timeout: float = DEFAULT_HEADER_TIMEOUT, stall_timeout: Optional[float] = None,
-                 **adjustments: Any) -> None:
+                 send_buffer: Optional[int] = None, **adjustments: Any) -> None:
         adjustments.setdefault("channel_request_lookahead", 1)
         # poll(), not select(): select() cannot watch descriptors above 1024, i.e. ~500 open streams.
         adjustments.setdefault("asyncore_use_poll", True)
@@ -107,6 +116,11 @@ class ServerThread:
         self.connection_limit = limit
         self.server = create_server(app, host=host, port=port, threads=threads, connection_limit=limit,
                                     **adjustments)
+        if send_buffer:
+            # Set on every accepted connection.  The kernel doubles the value it is given (its own
+            # bookkeeping), so half of it lands on about ``send_buffer``.
+            option = (socket.SOL_SOCKET, socket.SO_SNDBUF, max(4096, send_buffer // 2))
+            self.server.adj.socket_options = list(Adjustments.socket_options) + [option]  # type: ignore[attr-defined]
         self.control = ThreadedTaskDispatcher()
         self.control.set_thread_count(CONTROL_THREADS)
         settings = getattr(app, "settings", None)

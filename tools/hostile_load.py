@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import requests
 
@@ -123,6 +123,95 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (0 once it is gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def thread_states(pid: int) -> Dict[str, int]:
+    """How many of a process's threads are in each scheduler state (R = runnable or running)."""
+    states: Dict[str, int] = {}
+    try:
+        tasks = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return states
+    for task in tasks:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, task)) as handle:
+                state = handle.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        states[state] = states.get(state, 0) + 1
+    return states
+
+
+def scraped(url: str, names: Sequence[str]) -> Dict[str, float]:
+    """Selected unlabelled values from ``/metrics`` (empty when it does not answer in time)."""
+    try:
+        text = requests.get(url + "metrics", timeout=2).text
+    except requests.RequestException:
+        return {}
+    values = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in names:
+            values[name] = float(value)
+    return values
+
+
+class Sampler:
+    """Every ``interval``: CPU used by the adapter and by the runtime, the adapter's runnable threads and
+    its thread count, and the run/stream gauges; ``report()`` prints the time series and the totals."""
+
+    METRICS = ("agui_active_runs", "agui_open_streams", "agui_events_sent_total")
+
+    def __init__(self, url: str, adapter: int, runtime: int, interval: float = 1.0) -> None:
+        self.url, self.pids, self.interval = url, (adapter, runtime), interval
+        self.rows: List[Dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        started = time.monotonic()
+        last = [cpu_seconds(pid) for pid in self.pids]
+        runnable: List[int] = []
+        next_row = started + self.interval
+        while not self._stop.wait(0.05):
+            states = thread_states(self.pids[0])
+            runnable.append(states.get("R", 0))
+            if time.monotonic() < next_row:
+                continue
+            now = [cpu_seconds(pid) for pid in self.pids]
+            row = {"t": round(time.monotonic() - started, 1), "threads": sum(states.values()),
+                   "runnable_avg": round(sum(runnable) / len(runnable), 1), "runnable_max": max(runnable),
+                   "adapter_cpu": round((now[0] - last[0]) / self.interval, 2),
+                   "runtime_cpu": round((now[1] - last[1]) / self.interval, 2)}
+            row.update(scraped(self.url, self.METRICS))
+            self.rows.append(row)
+            last, runnable = now, []
+            next_row += self.interval
+
+    def report(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        for row in self.rows:
+            print("  sample", row)
+        if self.rows:
+            print("  CPU over the window: adapter %.2f cores, runtime %.2f cores, runnable adapter threads avg %.1f" % (
+                statistics.mean(r["adapter_cpu"] for r in self.rows),
+                statistics.mean(r["runtime_cpu"] for r in self.rows),
+                statistics.mean(r["runnable_avg"] for r in self.rows)))
+
+
 def health_latencies(url: str, count: int, timeout: float = 5.0) -> List[Optional[float]]:
     """``count`` fresh-connection GET /health timings; None for one not answered within ``timeout``."""
     result: List[Optional[float]] = []
@@ -138,6 +227,12 @@ def health_latencies(url: str, count: int, timeout: float = 5.0) -> List[Optiona
 
 def run_seconds(url: str, workspace: str, token: Optional[str] = None, timeout: float = 10.0) -> Optional[float]:
     """Seconds for one complete run (POST to RUN_FINISHED) on a fresh connection; None if it failed."""
+    return run_timings(url, workspace, token, timeout)[1]
+
+
+def run_timings(url: str, workspace: str, token: Optional[str] = None,
+                timeout: float = 10.0) -> Tuple[Optional[float], Optional[float]]:
+    """(seconds to RUN_STARTED, seconds to RUN_FINISHED) for one run on a fresh connection; None if not reached."""
     body = {"threadId": "load-" + uuid.uuid4().hex[:8], "runId": "run-" + uuid.uuid4().hex[:8], "state": {},
             "messages": [{"id": "m1", "role": "user", "content": "hello"}], "tools": [], "context": [],
             "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "inv", "cwd": workspace}}}
@@ -145,13 +240,19 @@ def run_seconds(url: str, workspace: str, token: Optional[str] = None, timeout: 
     if token:
         headers["Authorization"] = "Bearer " + token
     started = time.monotonic()
+    first: Optional[float] = None
+    seen = b""
     try:
-        response = requests.post(url, data=json.dumps(body), headers=headers, timeout=timeout)
+        with requests.post(url, data=json.dumps(body), headers=headers, timeout=timeout, stream=True) as response:
+            if response.status_code != 200:
+                return None, None
+            for chunk in response.iter_content(None):
+                seen += chunk
+                if first is None and b"RUN_STARTED" in seen:
+                    first = time.monotonic() - started
     except requests.RequestException:
-        return None
-    if response.status_code != 200 or b"RUN_FINISHED" not in response.content:
-        return None
-    return time.monotonic() - started
+        return first, None
+    return first, (time.monotonic() - started if b"RUN_FINISHED" in seen else None)
 
 
 def summary(values: List[Optional[float]]) -> Dict[str, Any]:
@@ -195,7 +296,7 @@ def _start_adapter(demo: Any, root: str, args: argparse.Namespace) -> Any:
     raise SystemExit("the adapter did not start")
 
 
-def _silent_scenario(url: str, root: str, pid: int, args: argparse.Namespace) -> int:
+def _silent_scenario(url: str, root: str, pid: int, args: argparse.Namespace, runtime_pid: int = 0) -> int:
     port = int(url.rsplit(":", 1)[1].strip("/"))
     idle_rss = rss_mib(pid)
     sockets = []
@@ -205,6 +306,7 @@ def _silent_scenario(url: str, root: str, pid: int, args: argparse.Namespace) ->
                 "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "inv", "cwd": root}}}
         sockets += silent_clients(port, 1, json.dumps(body).encode())
     print("silent clients connected: %d" % len(sockets))
+    sampler = Sampler(url, pid, runtime_pid) if args.sample else None
     health: List[Optional[float]] = []
     peak = idle_rss
     deadline = time.monotonic() + args.seconds
@@ -213,6 +315,8 @@ def _silent_scenario(url: str, root: str, pid: int, args: argparse.Namespace) ->
         peak = max(peak, rss_mib(pid))
         time.sleep(0.2)
     print("while they stay /health:", summary(health), "RSS idle %.0f MiB, peak %.0f MiB" % (idle_rss, peak))
+    if sampler is not None:
+        sampler.report()
     for sock in sockets:
         sock.close()
     gone = time.monotonic()
@@ -236,6 +340,8 @@ def main() -> int:
     parser.add_argument("--silent", type=int, default=0,
                         help="instead of the socket flood: this many clients post 'firehose 24000' and never read")
     parser.add_argument("--stall-timeout", type=float, default=30.0)
+    parser.add_argument("--sample", action="store_true",
+                        help="print a per-second series of CPU (adapter, runtime), runnable threads and run gauges")
     args = parser.parse_args()
     demo = DemoProcess("load-token")
     with tempfile.TemporaryDirectory() as root:
@@ -245,18 +351,22 @@ def main() -> int:
             print("baseline /health:", summary(health_latencies(url, 20)))
             print("baseline run:", summary([run_seconds(url, root) for _ in range(5)]))
             if args.silent:
-                return _silent_scenario(url, root, child.pid, args)
+                return _silent_scenario(url, root, child.pid, args, demo.process.pid)
             flood = Flood(int(url.rsplit(":", 1)[1].strip("/")), args.idle, args.slow)
             print("flood: %d sockets open (%d refused): %d idle, %d slowloris" % (
                 flood.opened, flood.refused, args.idle, args.slow))
             health: List[Optional[float]] = []
             runs: List[Optional[float]] = []
+            started: List[Optional[float]] = []
             deadline = time.monotonic() + args.seconds
             while time.monotonic() < deadline:
                 health += health_latencies(url, 5)
-                runs.append(run_seconds(url, root))
+                first, whole = run_timings(url, root)
+                started.append(first)
+                runs.append(whole)
             print("under flood /health:", summary(health))
-            print("under flood run:", summary(runs))
+            print("under flood new run to RUN_STARTED:", summary(started))
+            print("under flood run to RUN_FINISHED:", summary(runs))
             closed = sorted(flood.closed_after)
             print("flood sockets closed by the server: %d/%d, after %.1f-%.1f s" % (
                 len(closed), flood.opened, closed[0] if closed else 0, closed[-1] if closed else 0))

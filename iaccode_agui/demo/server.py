@@ -46,9 +46,12 @@ class DemoServer:
               threads: int = DEFAULT_THREADS, **runtime_kwargs: Any) -> "DemoServer":
         """Bind, start serving in a daemon thread and return at once (the socket already listens)."""
         runtime = ScriptedRuntime(token, **runtime_kwargs)
-        # Each open stream holds a thread and a connection: size the connection limit with the threads.
+        # Each open stream holds a thread and a connection: size the connection limit with the threads.  A
+        # small output buffer per stream (waitress's default is 16 MiB) makes a reader that stops reading
+        # stop its producer soon, as a runtime streaming straight to its socket would.
         server = create_server(runtime, host=host, port=port, threads=threads, channel_request_lookahead=8,
-                               connection_limit=threads + 100, asyncore_use_poll=True, ident="iac-code-demo")
+                               connection_limit=threads + 100, asyncore_use_poll=True, ident="iac-code-demo",
+                               outbuf_high_watermark=256 * 1024)
         server.channel_class = _RuntimeChannel
         bound_port = server.effective_port
         url_host = "[%s]" % host if ":" in host else host

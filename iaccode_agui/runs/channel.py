@@ -41,10 +41,11 @@ def encode_agui_event(event: Dict[str, Any], seq: int) -> bytes:
 class Subscription:
     """One attached client: frames to replay first, then the live queue."""
 
-    def __init__(self, channel: Optional["RunChannel"], replay: Iterable[bytes], maxsize: int) -> None:
+    def __init__(self, channel: Optional["RunChannel"], replay: Iterable[bytes], maxsize: int,
+                 max_bytes: Optional[int] = None) -> None:
         self.channel = channel
         self.replay = replay
-        self.queue = FrameQueue(maxsize)
+        self.queue = FrameQueue(maxsize, max_bytes)
         self.gone: Optional[Callable[[], bool]] = None   # the server's "client disconnected" probe, if any
 
     def detach(self) -> None:
@@ -57,7 +58,8 @@ class Subscription:
 
 class RunChannel:
     def __init__(self, max_buffer: int = 10000, queue_max: int = 4096, *, run_log: Optional[RunLogWriter] = None,
-                 budget: Optional[ReplayBudget] = None, first_seq: int = 0) -> None:
+                 budget: Optional[ReplayBudget] = None, first_seq: int = 0,
+                 queue_max_bytes: Optional[int] = None) -> None:
         self._lock = threading.Lock()
         self._frames: Deque[Tuple[int, bytes]] = collections.deque()
         self._max_frames = max(1, max_buffer)
@@ -68,6 +70,7 @@ class RunChannel:
         self._log_end: Optional[int] = None   # first id the log has no room for (it reached its size cap)
         self._next_seq = first_seq      # an adopted run continues its log's ids
         self._queue_max = queue_max
+        self._queue_max_bytes = queue_max_bytes   # what an attached client may leave unread before the run waits
         self._subscriber: Optional[Subscription] = None
         self.closed = False
         self.events_published = 0
@@ -294,7 +297,7 @@ class RunChannel:
                 raise AguiError("RUN_ALREADY_ATTACHED")
             if self._pending:
                 self._flush_locked()   # held-back events are logged and in memory: the replay has them
-            sub = Subscription(self, self._replay_after(after_seq), self._queue_max)
+            sub = Subscription(self, self._replay_after(after_seq), self._queue_max, self._queue_max_bytes)
             self._subscriber = sub
             if self.closed:
                 sub.queue.put_final(END)

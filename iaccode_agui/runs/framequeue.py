@@ -1,7 +1,7 @@
 """The bounded frame queue between a run's producer and one SSE response."""
 import collections
 import threading
-from typing import Any, Deque, List, Sequence
+from typing import Any, Deque, List, Optional, Sequence, Tuple
 
 END = object()   # sentinel put on a subscriber queue when the run has no more events
 
@@ -12,14 +12,21 @@ class FrameQueue:
     ``queue.Queue`` costs a lock round trip and a notify per item; here a producer only notifies a reader
     that is actually waiting, and the reader takes everything queued in one call, so a burst of events
     becomes one socket write.  ``put`` blocks while the queue is full (backpressure towards the runtime).
+
+    Full means ``maxsize`` frames or, with ``max_bytes``, that many bytes of frames (one frame is always
+    taken into an empty queue, however large).  The byte bound is what makes a client that stops reading
+    pause its run soon: frames are small, so a count bound alone lets megabytes pile up for it first.
     """
 
-    def __init__(self, maxsize: int) -> None:
+    def __init__(self, maxsize: int, max_bytes: Optional[int] = None) -> None:
         self._items: Deque[Any] = collections.deque()
         self._max = max(1, maxsize)
+        self._max_bytes = max_bytes if max_bytes and max_bytes > 0 else None
+        self._bytes = 0
         self._cond = threading.Condition(threading.Lock())
         self._reader_waiting = False
         self._writer_waiting = False
+        self.writer_waits = 0     # times a producer found the queue full (a paused run counts up here)
 
     def put(self, item: Any, timeout: float) -> bool:
         """Append ``item``; False if it stayed full for ``timeout`` seconds."""
@@ -32,23 +39,49 @@ class FrameQueue:
         batches too: the caller offers the rest again.
         """
         with self._cond:
-            if len(self._items) >= self._max:
+            taken, size = self._room_for(items)
+            if not taken:
                 self._writer_waiting = True
+                self.writer_waits += 1
                 self._cond.wait(timeout)
                 self._writer_waiting = False
-            room = self._max - len(self._items)
-            if room <= 0:
-                return 0
-            taken = len(items) if room >= len(items) else room
+                taken, size = self._room_for(items)
+                if not taken:
+                    return 0
             self._items.extend(items if taken == len(items) else items[:taken])
+            self._bytes += size
             if self._reader_waiting:
                 # One wake-up per wait: until the reader runs, the next items need no notify of their own.
                 self._reader_waiting = False
                 self._cond.notify()
             return taken
 
+    def _room_for(self, items: Sequence[Any]) -> Tuple[int, int]:
+        """How many of ``items`` (from the front) fit now, and their bytes (lock held)."""
+        room = self._max - len(self._items)
+        if room <= 0 or not items:
+            return 0, 0
+        taken = len(items) if room >= len(items) else room
+        limit = self._max_bytes
+        if limit is None:
+            return taken, 0
+        size = sum(map(len, items[:taken]))
+        if self._bytes + size <= limit:
+            return taken, size
+        count = size = 0
+        for item in items[:taken]:
+            if self._bytes + size + len(item) > limit and (count or self._items):
+                break
+            size += len(item)
+            count += 1
+        return count, size
+
     def qsize(self) -> int:
         return len(self._items)
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._bytes
 
     def put_final(self, item: Any) -> None:
         """Append ``item`` even when full (the end marker must never be lost)."""
@@ -65,6 +98,7 @@ class FrameQueue:
                 self._reader_waiting = False
             items = list(self._items)
             self._items.clear()
+            self._bytes = 0
             if items and self._writer_waiting:
                 self._writer_waiting = False
                 self._cond.notify()

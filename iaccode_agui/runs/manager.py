@@ -349,7 +349,8 @@ class RunManager:
             raise
         if lease is None:   # cannot happen: admit() refuses a held lease; never run without one
             raise AguiError("THREAD_BUSY")
-        channel = RunChannel(self.settings.replay_buffer_events, self.settings.queue_max_events, budget=self.budget)
+        channel = RunChannel(self.settings.replay_buffer_events, self.settings.queue_max_events, budget=self.budget,
+                             queue_max_bytes=self.settings.stream_buffer_bytes)
         return self.register_run(req, admitted.state, lease, channel), admitted
 
     def _check_runtime(self, state: Optional[ThreadState]) -> None:

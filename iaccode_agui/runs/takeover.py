@@ -189,7 +189,8 @@ class Takeover:
                              run_mode="pipeline" if state.execution.pipeline_sequence else "normal")
         language = header.get("language") or "en"
         channel = RunChannel(manager.settings.replay_buffer_events, manager.settings.queue_max_events,
-                             run_log=writer, budget=manager.budget, first_seq=last_seq + 1)
+                             run_log=writer, budget=manager.budget, first_seq=last_seq + 1,
+                             queue_max_bytes=manager.settings.stream_buffer_bytes)
         ctx = manager._context(req, state, language)
         projector = AdoptedProjector(ctx, logged, clock=manager.clock)
         projector.usage.restore(usage)        # counted by the dead owner: the run's totals include it
