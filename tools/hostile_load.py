@@ -1,11 +1,15 @@
-"""Bounded connection-flood load against a real adapter process: idle sockets and slowloris heads.
+"""Bounded hostile load against a real adapter process: idle sockets, slowloris heads, or silent clients.
 
-Usage: ``python tools/hostile_load.py [--idle 1000] [--slow 200] [--seconds 20] [--header-timeout 5]``.
+Usage: ``python tools/hostile_load.py [--idle 1000] [--slow 200] [--seconds 20] [--header-timeout 5] [--sample]``
+or ``python tools/hostile_load.py --silent 500 [--sample]``.
 Starts the scripted demo runtime and ``python -m iaccode_agui`` as child processes on loopback
-(port chosen here, state in a temporary directory), opens ``--idle`` sockets that never send a byte and
-``--slow`` sockets that send a request head one byte per second, and meanwhile measures ``/health`` and
-complete runs.  Prints the latencies, how many flood sockets the server closed (and after how long), and
-the same ``/health`` latency measured before the flood as the baseline.  Everything is stopped at the end.
+(port chosen here, state in a temporary directory).  The flood opens ``--idle`` sockets that never send a
+byte and ``--slow`` sockets that send a request head one byte per second, and meanwhile measures
+``/health`` and new runs (time to ``RUN_STARTED`` and to ``RUN_FINISHED``), with the same figures measured
+before the flood as the baseline; it also prints how many flood sockets the server closed (and after how
+long).  ``--silent N`` instead has N clients post ``firehose 24000`` and never read.  ``--sample`` adds a
+per-second series of the CPU used by the adapter and by the runtime, the adapter's runnable threads and
+its run gauges.  Everything is stopped at the end.
 """
 import argparse
 import json
@@ -334,6 +338,36 @@ def _silent_scenario(url: str, root: str, pid: int, args: argparse.Namespace, ru
     return 0
 
 
+def _flood_scenario(url: str, root: str, pid: int, args: argparse.Namespace, runtime_pid: int) -> int:
+    before = [run_timings(url, root) for _ in range(args.baseline_runs)]
+    print("baseline new run to RUN_STARTED:", summary([first for first, _ in before]))
+    print("baseline run to RUN_FINISHED:", summary([whole for _, whole in before]))
+    flood = Flood(int(url.rsplit(":", 1)[1].strip("/")), args.idle, args.slow)
+    sampler = Sampler(url, pid, runtime_pid) if args.sample else None
+    print("flood: %d sockets open (%d refused): %d idle, %d slowloris" % (
+        flood.opened, flood.refused, args.idle, args.slow))
+    health: List[Optional[float]] = []
+    runs: List[Optional[float]] = []
+    started: List[Optional[float]] = []
+    deadline = time.monotonic() + args.seconds
+    while time.monotonic() < deadline:
+        health += health_latencies(url, 5)
+        first, whole = run_timings(url, root)
+        started.append(first)
+        runs.append(whole)
+    print("under flood /health:", summary(health))
+    print("under flood new run to RUN_STARTED:", summary(started))
+    print("under flood run to RUN_FINISHED:", summary(runs))
+    closed = sorted(flood.closed_after)
+    print("flood sockets closed by the server: %d/%d, after %.1f-%.1f s" % (
+        len(closed), flood.opened, closed[0] if closed else 0, closed[-1] if closed else 0))
+    if sampler is not None:
+        sampler.report()
+    flood.close()
+    print("after flood /health:", summary(health_latencies(url, 20)))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--idle", type=int, default=1000)
@@ -344,6 +378,8 @@ def main() -> int:
     parser.add_argument("--silent", type=int, default=0,
                         help="instead of the socket flood: this many clients post 'firehose 24000' and never read")
     parser.add_argument("--stall-timeout", type=float, default=30.0)
+    parser.add_argument("--baseline-runs", type=int, default=30,
+                        help="runs measured before the flood, the baseline its figures compare with")
     parser.add_argument("--sample", action="store_true",
                         help="print a per-second series of CPU (adapter, runtime), runnable threads and run gauges")
     args = parser.parse_args()
@@ -353,29 +389,10 @@ def main() -> int:
         child, url = _start_adapter(demo, root, args)
         try:
             print("baseline /health:", summary(health_latencies(url, 20)))
-            print("baseline run:", summary([run_seconds(url, root) for _ in range(5)]))
             if args.silent:
+                print("baseline run:", summary([run_seconds(url, root) for _ in range(5)]))
                 return _silent_scenario(url, root, child.pid, args, demo.process.pid)
-            flood = Flood(int(url.rsplit(":", 1)[1].strip("/")), args.idle, args.slow)
-            print("flood: %d sockets open (%d refused): %d idle, %d slowloris" % (
-                flood.opened, flood.refused, args.idle, args.slow))
-            health: List[Optional[float]] = []
-            runs: List[Optional[float]] = []
-            started: List[Optional[float]] = []
-            deadline = time.monotonic() + args.seconds
-            while time.monotonic() < deadline:
-                health += health_latencies(url, 5)
-                first, whole = run_timings(url, root)
-                started.append(first)
-                runs.append(whole)
-            print("under flood /health:", summary(health))
-            print("under flood new run to RUN_STARTED:", summary(started))
-            print("under flood run to RUN_FINISHED:", summary(runs))
-            closed = sorted(flood.closed_after)
-            print("flood sockets closed by the server: %d/%d, after %.1f-%.1f s" % (
-                len(closed), flood.opened, closed[0] if closed else 0, closed[-1] if closed else 0))
-            flood.close()
-            print("after flood /health:", summary(health_latencies(url, 20)))
+            return _flood_scenario(url, root, child.pid, args, demo.process.pid)
         finally:
             child.terminate()
             child.wait(30)
