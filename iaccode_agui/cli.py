@@ -16,6 +16,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from iaccode_agui import __version__, i18n
+from iaccode_agui.allocator import DEFAULT_ARENA_MAX, DEFAULT_RELEASE_RUNS, limit_arenas
 from iaccode_agui.argtypes import (OneLineParser, at_least, count, flag_or_env, megabytes, port, positive_seconds,
                                    program_name, seconds)
 from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_FILE_LINK_TTL, DEFAULT_HEARTBEAT, DEFAULT_HOST,
@@ -53,6 +54,8 @@ ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_RUN_LOG_TTL     --run-log-ttl
   IAC_CODE_AGUI_RUN_LOG_MAX_MB  --run-log-max-mb
   IAC_CODE_AGUI_REPLAY_MEMORY_MB --replay-memory-mb
+  IAC_CODE_AGUI_MEMORY_RELEASE_RUNS --memory-release-runs
+  IAC_CODE_AGUI_MALLOC_ARENA_MAX --malloc-arena-max (MALLOC_ARENA_MAX, when set, wins over the default)
   IAC_CODE_AGUI_CONSOLE         0/false/off disables the web console (as --no-console)
   IAC_CODE_AGUI_TAKEOVER_GRACE  --takeover-grace
   IAC_CODE_AGUI_MAX_JSON_DEPTH  --max-json-depth
@@ -139,6 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
              % DEFAULT_RUN_LOG_MAX_MB)
     add("--replay-memory-mb", type=megabytes,
         help="MB of replay frames kept in memory across all runs (default %.0f)" % DEFAULT_REPLAY_MEMORY_MB)
+    add("--memory-release-runs", type=count,
+        help="while runs keep coming, collect and trim freed memory every N ended runs; it also happens "
+             "whenever the last run ends (default %d; 0 = leave it to Python and malloc)" % DEFAULT_RELEASE_RUNS)
+    add("--malloc-arena-max", type=count,
+        help="glibc malloc arenas of this server process (default %d; 0 = glibc's eight per core; "
+             "no effect with other C libraries)" % DEFAULT_ARENA_MAX)
     add("--no-console", action="store_true", help="do not serve the built-in web console at /console")
     add("--takeover-grace", type=seconds,
         help="seconds a run adopted after its process died waits for a client before it is cancelled "
@@ -197,6 +206,8 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str
                                    megabytes),
         replay_memory_mb=flag_or_env(args.replay_memory_mb, env, "IAC_CODE_AGUI_REPLAY_MEMORY_MB",
                                       DEFAULT_REPLAY_MEMORY_MB, megabytes),
+        memory_release_runs=flag_or_env(args.memory_release_runs, env, "IAC_CODE_AGUI_MEMORY_RELEASE_RUNS",
+                                        DEFAULT_RELEASE_RUNS, count),
         console=console_enabled(args, env), **agentcore_settings(args, env),
         takeover_grace=flag_or_env(args.takeover_grace, env, "IAC_CODE_AGUI_TAKEOVER_GRACE", DEFAULT_TAKEOVER_GRACE,
                                    seconds),
@@ -345,6 +356,12 @@ def resolve_server_limits(args: argparse.Namespace, env: Mapping[str, str]) -> N
                                      positive_seconds)
 
 
+def limit_malloc_arenas(args: argparse.Namespace, env: Mapping[str, str]) -> None:
+    """The server's own malloc arena cap, set before its threads start (glibc's MALLOC_ARENA_MAX wins)."""
+    default = 0 if env.get("MALLOC_ARENA_MAX") else DEFAULT_ARENA_MAX
+    limit_arenas(flag_or_env(args.malloc_arena_max, env, "IAC_CODE_AGUI_MALLOC_ARENA_MAX", default, count))
+
+
 def configure_logging(debug: bool, to_stdout: bool) -> None:
     handler = logging.StreamHandler(sys.stdout if to_stdout else sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -364,6 +381,7 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] 
     configure_logging(args.debug, args.log_stdout)
     from iaccode_agui.upstream import choose_upstream
     try:
+        limit_malloc_arenas(args, env)
         host, port_number = listen_address(args, env)
         refusal, warnings = capacity_problems(args.threads, run_cap(args))
         if refusal:

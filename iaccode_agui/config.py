@@ -20,6 +20,7 @@ MAX_CANCEL_BYTES = 64 * 1024
 DEFAULT_RUN_LOG_TTL = 600.0
 DEFAULT_RUN_LOG_MAX_MB = 256.0
 DEFAULT_REPLAY_MEMORY_MB = 64.0
+DEFAULT_RELEASE_RUNS = 256      # the housekeeper's memory release, see iaccode_agui.allocator
 # The AgentCore-compatible route takes the managed runtime's body limit; images follow what iac-code takes.
 AGENTCORE_MAX_REQUEST_BYTES = 96 * 1024 * 1024
 MAX_IMAGE_BYTES = 8 * 1024 * 1024
@@ -77,6 +78,7 @@ class Settings:
     run_log_ttl: float = DEFAULT_RUN_LOG_TTL          # seconds a finished run's log is kept
     run_log_max_mb: float = DEFAULT_RUN_LOG_MAX_MB    # total size of all run logs; 0 disables the log
     replay_memory_mb: float = DEFAULT_REPLAY_MEMORY_MB  # replay frames kept in memory, all runs together
+    memory_release_runs: int = DEFAULT_RELEASE_RUNS  # ended runs between memory releases under load; 0 = never
     console: bool = True                 # GET /console: the built-in web console (static files only)
     # The AgentCore-compatible routes (/ag-ui/agent) and server-side defaults for stock AG-UI clients.
     default_cwd: Optional[str] = None          # workspace for a run that sends no forwardedProps.iacCode
@@ -109,6 +111,8 @@ class Settings:
             raise ValueError("heartbeat interval must be > 0")
         if min(self.run_log_ttl, self.run_log_max_mb, self.replay_memory_mb, self.takeover_grace) < 0:
             raise ValueError("run log TTL, run log size, replay memory and take-over grace must be >= 0")
+        if self.memory_release_runs < 0:
+            raise ValueError("the memory release interval must be >= 0 runs (0 = never)")
         if min(self.max_json_depth, self.max_messages, self.max_json_values) < 1:
             raise ValueError("the JSON depth, value count and message count limits must be >= 1")
         if self.run_id_window < 1 or not self.run_id_window_age > 0 or self.applied_window < 1:

@@ -1,7 +1,8 @@
 """The manager's background timer: what was kept for re-attach is released on time, not on the next request.
 
-Every tick forgets finished runs past their window, brings replay memory under its byte budget and hands
-freed heap back to the operating system; every few ticks it also expires run logs on disk.  Without the
+Every tick forgets finished runs past their window, brings replay memory under its byte budget and, once
+runs have ended (see ``iaccode_agui.allocator``), hands freed heap back to the operating system; every few
+ticks it also expires run logs on disk.  Without the
 timer, a burst of large runs followed by silence would keep its memory until the next admission.
 """
 import logging
@@ -9,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-from iaccode_agui.runs.replaymem import MemoryReleaser
+from iaccode_agui.allocator import MemoryReleaser
 
 log = logging.getLogger("iaccode_agui.runs")
 
@@ -23,7 +24,8 @@ class Housekeeper:
         self._tick = tick
         self._sweep_every = sweep_every
         self._stop = threading.Event()
-        self._releaser = MemoryReleaser()
+        self.releaser = MemoryReleaser(manager.settings.memory_release_runs)
+        self._ended_seen = 0
         self._last_sweep = 0.0
         self._thread = threading.Thread(target=self._main, name="agui-housekeeping", daemon=True)
 
@@ -40,7 +42,9 @@ class Housekeeper:
         released = sum(channel.drop_memory() for channel in finished if channel.log_complete)
         live = [run.channel for run in manager.live_runs()]
         released += manager.budget.settle(finished, live)
-        self._releaser.note(released)
+        ended_total = manager.ended_total
+        ended, self._ended_seen = ended_total - self._ended_seen, ended_total
+        self.releaser.note(released, ended, len(live))
         if sweep_logs and manager.runlogs.enabled:
             manager.runlogs.sweep()
             manager.takeover.scan()     # a sibling process that died while this one lives

@@ -65,6 +65,7 @@ class RunManager:
         self._finished: Deque[LiveRun] = collections.deque()
         self._active: Dict[Tuple[str, str], LiveRun] = {}
         self._reserved = 0
+        self.ended_total = 0           # runs ended so far (the housekeeper releases memory after them)
         self.draining = False
         self.kind = UpstreamKind(settings.upstream_kind, client)
         self._idle = threading.Condition(self._lock)
@@ -460,6 +461,7 @@ class RunManager:
             worker.release_resources()
         with self._idle:
             self._forget(run)
+            self.ended_total += 1
             self._finished.append(run)
             while self._finished and (len(self._finished) > FINISHED_KEEP or
                                       time.monotonic() - (self._finished[0].ended_at or 0) > FINISHED_TTL):

@@ -6,14 +6,8 @@ outputs keep hundreds of megabytes long after anyone could want them.  The budge
 channels; when it is exceeded the oldest frames go first -- finished runs before live ones -- and the run
 log on disk serves any replay that memory no longer can.
 """
-import ctypes
-import ctypes.util
-import logging
 import threading
-import time
-from typing import Any, Callable, Iterable, Optional
-
-log = logging.getLogger("iaccode_agui.runs")
+from typing import Any, Iterable
 
 DEFAULT_REPLAY_MEMORY_BYTES = 64 * 1024 * 1024
 
@@ -52,40 +46,3 @@ class ReplayBudget:
                 break
             released += channel.trim_memory(self.used - self.max_bytes)
         return released
-
-
-def _malloc_trim() -> Optional[Callable[[int], int]]:
-    """glibc's ``malloc_trim``: CPython's small frames live in malloc arenas that glibc keeps after free."""
-    name = ctypes.util.find_library("c")
-    if not name:
-        return None
-    try:
-        trim = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):
-        return None
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return trim
-
-
-class MemoryReleaser:
-    """Hands freed heap back to the operating system after a large release, at most once per ``interval``."""
-
-    def __init__(self, threshold: int = 8 * 1024 * 1024, interval: float = 5.0) -> None:
-        self._trim = _malloc_trim()
-        self._threshold = threshold
-        self._interval = interval
-        self._pending = 0
-        self._last = 0.0
-
-    def note(self, released: int) -> None:
-        self._pending += released
-        now = time.monotonic()
-        if self._trim is None or self._pending < self._threshold or now - self._last < self._interval:
-            return
-        self._pending = 0
-        self._last = now
-        try:
-            self._trim(0)
-        except Exception as exc:   # only an optimisation; never let it fail a sweep
-            log.debug("malloc_trim failed: %s", exc)
