@@ -78,3 +78,42 @@ def test_a_thread_moves_on_when_its_old_runtime_is_gone(adapter_factory, demo, t
         assert second.app.store.load("moved").runtime == second.settings.a2a_url
     finally:
         other_runtime.stop()
+
+
+def test_one_runtime_spelt_two_ways_is_not_a_mismatch(tmp_path):
+    from iaccode_agui.state.registry import runtime_key, same_runtime
+
+    spellings = ["http://127.0.0.1:8765/", "http://localhost:8765", "http://LOCALHOST:8765/", "http://[::1]:8765/",
+                 "http://[0:0:0:0:0:0:0:1]:8765/", "http://localhost.:8765/"]
+    assert len({runtime_key(url) for url in spellings}) == 1
+    assert same_runtime("http://127.0.0.1/", "http://localhost:80/")
+    # A different port, scheme, path or loopback address is another runtime.
+    for other in ("http://127.0.0.1:8766/", "https://127.0.0.1:8765/", "http://127.0.0.1:8765/other",
+                  "http://127.0.0.2:8765/"):
+        assert not same_runtime("http://localhost:8765/", other), other
+    first = ProcessRegistry(str(tmp_path), "host:1:a", "http://127.0.0.1:8765/")
+    second = ProcessRegistry(str(tmp_path), "host:2:b", "http://localhost:8765")
+    third = ProcessRegistry(str(tmp_path), "host:3:c", "http://127.0.0.1:9999/")
+    for registry in (first, second, third):
+        registry.register()
+    try:
+        assert not first.conflicts_with("http://localhost:8765")      # recorded by the second process
+        assert not second.conflicts_with("http://127.0.0.1:8765/")
+        assert first.conflicts_with("http://localhost:9999/")         # the third one's runtime: a real mismatch
+    finally:
+        for registry in (first, second, third):
+            registry.close()
+
+
+def test_two_processes_spelling_one_runtime_differently_share_its_threads(adapter_factory, demo, tmp_path):
+    state_dir = str(tmp_path / "spelt")
+    first = adapter_factory(state_dir=state_dir)
+    assert "127.0.0.1" in demo.url
+    second = adapter_factory(state_dir=state_dir, upstream_url=demo.url.replace("127.0.0.1", "localhost"))
+    body = first.body("please write a file", thread="spelt")
+    interrupt = interrupt_of(first.run(body))
+    resume = second.body(None, thread="spelt", resume=[{"interruptId": interrupt["id"], "status": "resolved",
+                                                        "payload": {"decision": "allow_once"}}])
+    answer = second.post(resume)
+    assert answer.status_code == 200 and b"RUNTIME_MISMATCH" not in answer.content, answer.text[:300]
+    assert b"RUN_FINISHED" in answer.content

@@ -8,15 +8,21 @@ drops it on any death, even ``kill -9``).  A thread records the runtime it was l
 that finds another runtime there asks the registry whether a live process still uses it: if so the
 configuration is wrong and the request is refused clearly, if not the old runtime is simply gone (a
 restart with a new runtime) and the thread carries on as after any runtime restart.
+
+Runtimes are compared by what reaches them, not by how their URL is spelt: ``http://localhost:8765`` and
+``http://127.0.0.1:8765/`` are one runtime, and two processes configured with those spellings must not
+refuse each other's threads.
 """
 import contextlib
 import errno
 import fcntl
+import ipaddress
 import json
 import logging
 import os
 import stat
-from typing import Optional, Set
+from typing import Optional, Set, Tuple
+from urllib.parse import urlsplit
 
 from iaccode_agui.state.flocks import close_quietly, open_probe, try_lock
 from iaccode_agui.state.keys import thread_file_stem
@@ -26,6 +32,40 @@ log = logging.getLogger("iaccode_agui.state")
 _DIR_MODE = 0o700
 _FILE_MODE = 0o600
 _MAX_ENTRY_BYTES = 64 * 1024
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# The names and addresses a loopback runtime is reached by when it listens on the usual loopback socket:
+# ``localhost`` resolves to 127.0.0.1 and ::1 (the hosts file, not DNS), so all three spell one runtime.
+_USUAL_LOOPBACK = frozenset(["localhost", "127.0.0.1", "::1"])
+
+RuntimeKey = Tuple[str, str, int, str]
+
+
+def runtime_key(url: str) -> RuntimeKey:
+    """What identifies a runtime: scheme, host (the usual loopback spellings as one), port, path.
+
+    No name is looked up: only ``localhost`` and literal addresses reach a runtime (the URL is checked
+    to be loopback at start-up), so the comparison needs no network.  An unparsable URL is its own key.
+    """
+    try:
+        parts = urlsplit(url.strip())
+        scheme = parts.scheme.lower()
+        host = (parts.hostname or "").lower().rstrip(".")
+        port = parts.port or _DEFAULT_PORTS.get(scheme, 0)
+    except ValueError:
+        return ("", url, 0, "")
+    try:
+        host = str(ipaddress.ip_address(host))       # one spelling per address (::0:1 is ::1)
+    except ValueError:
+        pass
+    if host in _USUAL_LOOPBACK:
+        host = "loopback"
+    return (scheme, host, port, parts.path.rstrip("/"))
+
+
+def same_runtime(first: Optional[str], second: Optional[str]) -> bool:
+    return first is not None and second is not None and runtime_key(first) == runtime_key(second)
 
 
 class ProcessRegistry:
@@ -112,6 +152,7 @@ class ProcessRegistry:
 
     def conflicts_with(self, recorded: Optional[str]) -> bool:
         """Whether a thread recorded on ``recorded`` belongs to a runtime another live process still uses."""
-        if not recorded or recorded == self.runtime:
+        if not recorded or same_runtime(recorded, self.runtime):
             return False
-        return recorded in self.live_runtimes()
+        key = runtime_key(recorded)
+        return any(runtime_key(runtime) == key for runtime in self.live_runtimes())
