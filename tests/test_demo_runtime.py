@@ -295,3 +295,30 @@ def test_stop_still_ends_the_loop_when_its_wake_up_pipe_was_closed_underneath(wo
     assert not srv._thread.is_alive()
     with pytest.raises(requests.ConnectionError):
         requests.get(srv.url + "health", timeout=2)
+
+
+def test_a_crashed_turn_reads_failed_before_its_error_frame_can_be_taken() -> None:
+    """The stream's reader takes the error frame only once the task reads FAILED: a client that calls
+    GetTask right after the error never sees the task still WORKING (a race under load before)."""
+    import time
+
+    from iaccode_agui.demo.tasks import ERROR, Subscriber, TaskStore
+    from iaccode_agui.demo.turns import Turn
+
+    task = TaskStore(time.monotonic).create("ctx-crash")
+    with task.lock:
+        sub = Subscriber(task, turn_bound=True)
+        task.subscribers.append(sub)
+    seen = []
+    real_push = sub.push
+
+    def push(item):
+        if item[0] == ERROR:
+            seen.append(task.status["state"])
+        real_push(item)
+
+    sub.push = push
+    Turn(task, "rpcerror", slow_interval=0.01, record_tool=lambda *args: None).crash(
+        {"code": -32603, "message": "boom"})
+    assert seen == ["TASK_STATE_FAILED"]
+    assert [kind for kind, _ in sub.take(0)][:1] == [ERROR]

@@ -291,10 +291,27 @@ class TaskRecord:
         with self.lock:
             if self.terminal:
                 return
-            self.status = {"state": FAILED, "message": message, "timestamp": wire.utc_timestamp()}
-            self.iac["error"] = error
-            self.revision += 1
+            self._mark_failed(message, error)
             self._end_all()
+
+    def crash(self, frame: Dict[str, Any], message: Dict[str, Any], error: Dict[str, Any]) -> None:
+        """An agent exception: the task reads FAILED before the turn's stream can carry the error ``frame``.
+
+        In one step under the task's lock, so a client that reads the error and asks GetTask at once never
+        sees the task still WORKING.
+        """
+        with self.lock:
+            self._check_live()
+            self._mark_failed(message, error)
+            for sub in self.subscribers:
+                if sub.turn_bound:
+                    sub.push((ERROR, frame))
+            self._end_all()
+
+    def _mark_failed(self, message: Dict[str, Any], error: Dict[str, Any]) -> None:
+        self.status = {"state": FAILED, "message": message, "timestamp": wire.utc_timestamp()}
+        self.iac["error"] = error
+        self.revision += 1
 
     # --- persistence ------------------------------------------------------------------------------------
     def persist(self) -> None:

@@ -205,17 +205,13 @@ class Turn:
     def raw(self, data: bytes) -> None:
         self.task.push_fault(RAW, data)
 
-    def rpc_error(self, error: Dict[str, Any]) -> None:
-        self.task.push_fault(ERROR, error)
-
     def abort(self, partial: bytes = b"") -> None:
         self.task.push_fault(ABORT, partial)
 
     def crash(self, error: Dict[str, Any]) -> None:
         """An agent exception: an ``event: error`` frame ends the stream and the task reads FAILED."""
-        self.rpc_error(error)
-        self.task.fail_silently(self.agent_message(error["message"], self.task.id + "-3"),
-                                {"retryable": False, "errorId": new_error_id()})
+        self.task.crash(error, self.agent_message(error["message"], self.task.id + "-3"),
+                        {"retryable": False, "errorId": new_error_id()})
 
     def foreign_update(self, task_id: Optional[str] = None, context_id: Optional[str] = None) -> None:
         """A statusUpdate that claims to belong elsewhere; it is sent but never recorded on this task."""
