@@ -72,6 +72,7 @@ class AguiApp:
                  store: Optional[ThreadStore] = None, metrics: Optional[Metrics] = None) -> None:
         self.settings = settings
         self.metrics = metrics or Metrics()
+        self._heartbeats = self.metrics.tally("agui_heartbeats_total")   # bumped by every stream: no lock
         self.client = client or A2AClient(settings.a2a_url, settings.a2a_token,
                                           connect_timeout=settings.connect_timeout,
                                           read_timeout=settings.upstream_idle_timeout,
@@ -346,7 +347,7 @@ class AguiApp:
         sub.gone = client_disconnect_probe(request.environ)
         return SSEBody(sub, heartbeat=self.settings.heartbeat_interval, poll=self.settings.disconnect_poll,
                        client_gone=sub.gone, on_close=on_close,
-                       on_heartbeat=lambda: self.metrics.inc("agui_heartbeats_total"),
+                       on_heartbeat=self._heartbeats.bump,
                        after_first_write=run.worker.start_or_fail if run.worker is not None else None,
                        headers=list(headers))
 

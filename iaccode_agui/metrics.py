@@ -1,4 +1,5 @@
 """Process counters and gauges, rendered in the Prometheus text exposition format (no client library)."""
+import itertools
 import threading
 from typing import Callable, Dict, List, Tuple
 
@@ -52,11 +53,40 @@ class Level:
         return self._value
 
 
+class Tally:
+    """A label-less counter that many threads bump at a high rate without taking a lock.
+
+    Every open stream counts its heartbeats; with the one lock of ``Metrics.inc`` a thousand streams formed
+    a convoy on it (a holder preempted for the interpreter lock kept hundreds of writers waiting, seen as
+    300 threads in ``inc`` in one stack dump).  ``next()`` on an ``itertools.count`` is a single C call, so a
+    bump needs no lock; reads (rare) take one so two readers never see the count go back.
+    """
+
+    def __init__(self) -> None:
+        self._bumps = itertools.count()
+        self._reads = itertools.count()
+        self._lock = threading.Lock()
+
+    def bump(self) -> None:
+        next(self._bumps)
+
+    @property
+    def value(self) -> int:
+        with self._lock:   # each read takes one number of each counter: the difference is the bumps
+            return next(self._bumps) - next(self._reads)
+
+
 class Metrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._values: Dict[str, Dict[Labels, float]] = {}
         self._gauges: Dict[str, Callable[[], float]] = {}
+        self._tallies: Dict[str, Tally] = {}
+
+    def tally(self, name: str) -> Tally:
+        """The lock-free counter ``name`` for a hot path (shown and read like any counter without labels)."""
+        with self._lock:
+            return self._tallies.setdefault(name, Tally())
 
     def inc(self, name: str, amount: float = 1, **labels: str) -> None:
         key = tuple(sorted(labels.items()))
@@ -69,12 +99,18 @@ class Metrics:
 
     def value(self, name: str, **labels: str) -> float:
         with self._lock:
-            return self._values.get(name, {}).get(tuple(sorted(labels.items())), 0)
+            counted = self._values.get(name, {}).get(tuple(sorted(labels.items())), 0)
+            tally = None if labels else self._tallies.get(name)
+        return counted + (tally.value if tally is not None else 0)
 
     def render(self) -> str:
         lines: List[str] = []
         with self._lock:
             snapshot = {name: dict(series) for name, series in self._values.items()}
+            tallies = dict(self._tallies)
+        for name, tally in tallies.items():
+            series = snapshot.setdefault(name, {})
+            series[()] = series.get((), 0) + tally.value
         for name, read in self._gauges.items():
             snapshot[name] = {(): float(read())}
         for name in sorted(set(_HELP) | set(snapshot)):

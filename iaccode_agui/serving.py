@@ -142,6 +142,7 @@ class ServerThread:
         shown = "[%s]" % self.host if ":" in self.host else self.host
         self.url = "http://%s:%d/" % (shown, self.port)
         self._slice = slice_seconds
+        self.stalled_closed = 0
         self._stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name="waitress-loop", daemon=True)
         self.thread.start()
@@ -157,7 +158,7 @@ class ServerThread:
                     next_sweep = now + min(1.0, self.stall_timeout / 4)
                     for dispatcher in list(server_map.values()):
                         if isinstance(dispatcher, BaseWSGIServer):
-                            close_stalled(dispatcher, self.stall_timeout, now)
+                            self._log_stalled(close_stalled(dispatcher, self.stall_timeout, now))
         finally:
             # Worker threads first: one still finishing a response pulls the trigger pipe, which the
             # server's close() closes (EBADF, or a byte into a descriptor reused meanwhile).
@@ -167,6 +168,13 @@ class ServerThread:
             finally:
                 self.server.close()
                 wasyncore.close_all(server_map)
+
+    def _log_stalled(self, closed: int) -> None:
+        """Say when the stall sweep cut responses: a client that reads too slowly loses its stream here."""
+        if closed:
+            self.stalled_closed += closed
+            log.warning("closed %d response(s) whose output had not moved for %.1f s (--stall-timeout); "
+                        "%d so far", closed, self.stall_timeout, self.stalled_closed)
 
     @property
     def alive(self) -> bool:

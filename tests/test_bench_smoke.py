@@ -19,6 +19,7 @@ sys.path.insert(0, TOOLS)
 
 import bench_client  # noqa: E402
 import bench_floor  # noqa: E402
+import bench_many  # noqa: E402
 
 ROWS = ("0 one tiny run, phase by phase", "  fsyncs file / dir before RUN_STARTED", "1 throughput, events/s", "2 latency p50 / p99 ms", "  added vs direct p50 / p99 ms",
         "3 time to RUN_STARTED ms", "  time to first TEXT_MESSAGE_CONTENT ms", "4 10 streams",
@@ -97,6 +98,38 @@ def test_heartbeat_lateness_is_the_worst_gap_past_the_interval():
     assert result.heartbeat_lateness(0.5) == pytest.approx(0.2)
     result.marks = [(0, False), (second, False)]
     assert result.heartbeat_lateness(0.5) is None
+
+
+def _chunked(*parts):
+    return b"".join(b"%X\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
+
+
+def test_many_streams_client_reads_chunked_responses_cut_anywhere():
+    """The selector client sees the same events whatever the TCP segments look like."""
+    events = [b'data: {"type":"RUN_STARTED"}\n\n', b": heartbeat\n\n", b'data: {"d":"~0@5 "}\n\n',
+              b'data: {"type":"RUN_FINISHED"}\n\n']
+    wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/event-stream\r\n\r\n"
+    wire += _chunked(events[0], events[1] + events[2][:7], events[2][7:] + events[3])
+    for cut in range(1, len(wire) - 2):   # the body is complete at the last chunk's "0\r\n"
+        result = bench_client.StreamResult()
+        reader = bench_client.EventReader(result, True, b'"RUN_FINISHED"', None)
+        conn = bench_many.Conn(0, ("127.0.0.1", 9), b"", reader)
+        try:
+            assert not conn.received(wire[:cut], 1)
+            assert conn.received(wire[cut:], 2), cut
+        finally:
+            conn.finish()
+        assert result.ok and result.heartbeats == 1 and result.deltas == 1, (cut, vars(result))
+
+
+def test_many_streams_client_reports_a_refusal_and_a_cut_stream():
+    result = bench_client.StreamResult()
+    conn = bench_many.Conn(0, ("127.0.0.1", 9), b"", bench_client.EventReader(result, False, b"X", None))
+    assert conn.received(b'HTTP/1.1 429 Too Many\r\nContent-Length: 9\r\n\r\n{"e":"x"}', 1)
+    conn.finish()
+    assert not result.ok and result.error.startswith("HTTP 429")
+    decoder = bench_many.ChunkedDecoder()
+    assert decoder.feed(b"5\r\nhel") == b"hel" and not decoder.done
 
 
 def test_floor_splits_frames_and_projects_each_one():

@@ -31,6 +31,11 @@ from bench_report import render  # noqa: E402
 PACE = "pace 20 5"      # 20 stamped deltas 5 ms apart, after the run has settled (bench_servers.py)
 PACE_RUNS = 4           # runs per repetition (quick: 2)
 PEER_HEARTBEAT = 15.0   # iac-code 0.16 agui writes ': heartbeat' after 15 s of silence (not configurable)
+# The adapter's heartbeat is short here (--heartbeat, 0.5 s) so a test of seconds sees many of them; its stall
+# timeout would follow it down to 1 s (2 heartbeats), a pairing no user has, and at 1,000 streams on 2 cores
+# that cuts streams whose server thread waited a second for the CPU.  So the adapter keeps the stall timeout
+# the default 15 s heartbeat gives, unless --adapter-arg sets one.
+STALL_TIMEOUT = 30.0
 SECTIONS = ("phases", "streams", "concurrency", "startup", "floor", "growth")  # 0, 1-3, 4, 5, 6, 7
 # Growth sizes: (state-dir populations, runs in a row, events in one run) for --quick, default, --long.
 GROWTH = {"quick": ([50, 200], 50, 10000), "default": ([100, 1000, 10000], 1000, 200000),
@@ -66,6 +71,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.no_run_log:
         args.adapter_arg = list(args.adapter_arg) + ["--run-log-max-mb", "0"]
+    if not any(arg.startswith("--stall-timeout") for arg in args.adapter_arg):
+        args.adapter_arg = list(args.adapter_arg) + ["--stall-timeout", "%g" % STALL_TIMEOUT]
     args.deltas = args.deltas or (5000 if args.quick else 20000)
     spec = args.concurrency or ("20,50" if args.quick else "100,500,1000")
     args.levels = [int(item) for item in spec.split(",") if item.strip()]
@@ -91,7 +98,9 @@ class Bench:
         self.peer_cmd: Optional[str] = None
         self.figures: Dict[str, Any] = {"config": {
             "deltas": args.deltas, "reps": args.reps, "levels": args.levels, "heartbeat_s": args.heartbeat,
-            "idle_s": args.idle, "cpus": os.cpu_count(), "python": sys.version.split()[0], "peer": None}}
+            "idle_s": args.idle, "cpus": os.cpu_count(), "python": sys.version.split()[0], "peer": None,
+            "adapter_args": ["--heartbeat-interval", "%g" % args.heartbeat] + list(args.adapter_arg),
+            "load_start": round(os.getloadavg()[0], 2)}}
 
     def _keep(self, service: procs.Service) -> procs.Service:
         self.services.append(service)
@@ -238,6 +247,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     finally:
         bench.close()
     figures["config"]["wall_s"] = round(time.monotonic() - started, 1)
+    figures["config"]["load_end"] = round(os.getloadavg()[0], 2)
     print(render(figures))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:

@@ -8,7 +8,6 @@ All times are ``time.time_ns()``, the clock the runtime stamps deltas with.
 import http.client
 import json
 import re
-import threading
 import time
 import uuid
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -84,46 +83,69 @@ def post_stream(url: str, body: bytes, headers: Dict[str, str], *, trace: bool =
 
 def _read_events(resp: http.client.HTTPResponse, result: StreamResult, trace: bool, finished_marker: bytes,
                  on_first_data: Optional[Callable[[int], None]]) -> None:
-    pending = b""
-    last_index = -1
-    latencies = result.latencies_ns
+    reader = EventReader(result, trace, finished_marker, on_first_data)
     read1 = resp.read1
     while True:
         chunk = read1(65536)
         now = time.time_ns()
         if not chunk:
             break
+        reader.feed(chunk, now)
+
+
+class EventReader:
+    """Splits a response body into complete SSE events and notes stamps, heartbeats and markers.
+
+    Both clients (one blocking connection, many connections on one selector) feed it the body bytes as they
+    arrive with their arrival time, so every path is timed by the same code.
+    """
+
+    def __init__(self, result: StreamResult, trace: bool, finished_marker: bytes,
+                 on_first_data: Optional[Callable[[int], None]]) -> None:
+        self.result = result
+        self.trace = trace
+        self.finished_marker = finished_marker
+        self.on_first_data = on_first_data
+        self.pending = b""
+        self.last_index = -1
+
+    def feed(self, chunk: bytes, now: int) -> None:
+        result = self.result
         result.bytes += len(chunk)
-        data = pending + chunk
+        data = self.pending + chunk
         end = _complete_end(data)
         if end < 0:
-            pending = data
-            continue
-        done, pending = data[:end], data[end:]
+            self.pending = data
+            return
+        done, self.pending = data[:end], data[end:]
         beats = done.count(HEARTBEAT)
         if beats:
             result.heartbeats += beats
         has_data = b"data:" in done
-        if trace:
+        if self.trace:
             result.marks.append((now, not has_data and beats > 0))
-        if not has_data:
-            continue
+        if has_data:
+            self._data(done, now)
+
+    def _data(self, done: bytes, now: int) -> None:
+        result = self.result
         if result.t_first_frame is None:
             result.t_first_frame = now
-            if on_first_data is not None:
-                on_first_data(now)
+            if self.on_first_data is not None:
+                self.on_first_data(now)
         if result.t_run_started is None and b'"RUN_STARTED"' in done:
             result.t_run_started = now
+        latencies = result.latencies_ns
         for match in STAMP.finditer(done):
             index = int(match.group(1))
-            if index > last_index:  # a frame may repeat a delta (e.g. an aggregate); count each once
-                last_index = index
+            if index > self.last_index:  # a frame may repeat a delta (e.g. an aggregate); count each once
+                self.last_index = index
                 latencies.append(now - int(match.group(2)))
                 result.deltas += 1
                 result.t_last_delta = now
                 if result.t_first_delta is None:
                     result.t_first_delta = now
-        if finished_marker in done:
+        if self.finished_marker in done:
             result.finished = True
         if b'"RUN_ERROR"' in done:
             result.run_error = True
@@ -164,63 +186,6 @@ def a2a_request(text: str, cwd: str, token: str) -> Tuple[bytes, Dict[str, str]]
 
 # The direct and relay paths see A2A frames: the end of a turn is the INPUT_REQUIRED status frame.
 A2A_FINISHED = b"TASK_STATE_INPUT_REQUIRED"
-
-
-class Concurrent:
-    """N streams started at once (a barrier), one client thread each; ``all_started`` is set once every
-    stream has received its first data frame, and ``earliest_data`` is when the first one did."""
-
-    def __init__(self, url: str, requests_: Sequence[Tuple[bytes, Dict[str, str]]], *, trace: bool = False,
-                 timeout: float = 120.0, finished_marker: bytes = b'"RUN_FINISHED"') -> None:
-        self.url = url
-        self.finished_marker = finished_marker
-        self.requests = list(requests_)
-        self.trace = trace
-        self.timeout = timeout
-        self.all_started = threading.Event()
-        self.earliest_data: Optional[int] = None
-        self._started = 0
-        self._lock = threading.Lock()
-        self.results: List[Optional[StreamResult]] = [None] * len(self.requests)
-        self._threads: List[threading.Thread] = []
-
-    def _first_data(self, when: int) -> None:
-        with self._lock:
-            self._started += 1
-            if self.earliest_data is None or when < self.earliest_data:
-                self.earliest_data = when
-            if self._started == len(self.requests):
-                self.all_started.set()
-
-    def start(self) -> None:
-        barrier = threading.Barrier(len(self.requests) + 1)
-
-        def one(index: int) -> None:
-            body, headers = self.requests[index]
-            barrier.wait()
-            self.results[index] = post_stream(self.url, body, headers, trace=self.trace, timeout=self.timeout,
-                                              on_first_data=self._first_data, finished_marker=self.finished_marker)
-
-        previous = threading.stack_size(512 * 1024)
-        try:
-            self._threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(self.requests))]
-            for thread in self._threads:
-                thread.start()
-        finally:
-            threading.stack_size(previous)
-        barrier.wait()
-
-    def join(self) -> List[StreamResult]:
-        deadline = time.monotonic() + self.timeout + 10
-        for thread in self._threads:
-            thread.join(max(0.1, deadline - time.monotonic()))
-        out: List[StreamResult] = []
-        for item in self.results:
-            if item is None:
-                item = StreamResult()
-                item.error = "client thread did not finish"
-            out.append(item)
-        return out
 
 
 def percentile(values: Sequence[float], fraction: float) -> Optional[float]:

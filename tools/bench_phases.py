@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib.parse import urlsplit
 
 import bench_client as client
+import bench_many
 import bench_floor
 import bench_procs as procs
 from bench_procs import Service
@@ -131,6 +132,11 @@ def latency(paths: List[Path], text: str, runs: int, reps: int) -> Dict[str, Dic
 
 # ---- 4: concurrency -----------------------------------------------------------------------------------
 
+# The adapter's warning when its stall sweep closes responses (serving.py): counted per concurrency run,
+# so an IncompleteRead in the table can be told apart from a crash or a client-side timeout.
+STALL_WARNING = "(--stall-timeout)"
+
+
 def idle_for(streams: int, minimum: float) -> float:
     """Silence long enough that every stream is open before the first one ends (the ramp grows with N),
     so the CPU window really sees nothing but heartbeats."""
@@ -147,9 +153,10 @@ def concurrency(path: Path, cwd: str, streams: int, idle: float, heartbeat: Opti
     service = path.service
     assert service is not None
     requests = [path.make("sleep %g" % idle) for _ in range(streams)]
-    runner = client.Concurrent(path.url, requests, trace=True, timeout=timeout, finished_marker=path.finished)
+    runner = bench_many.Concurrent(path.url, requests, trace=True, timeout=timeout, finished_marker=path.finished)
     idle_cpu: Optional[float] = None
     idle_window = 0.0
+    stalled_before = service.log_count(STALL_WARNING)
     started = time.monotonic()
     with procs.Sampler(service.pid) as sampler:
         runner.start()
@@ -182,7 +189,7 @@ def concurrency(path: Path, cwd: str, streams: int, idle: float, heartbeat: Opti
         "peak_rss_mb": sampler.peak_rss_kb / 1024.0, "peak_threads": sampler.peak_threads,
         "idle_cpu_s": idle_cpu, "idle_window_s": idle_window, "idle_s": idle,
         "idle_cpu_pct": (idle_cpu / idle_window * 100) if idle_cpu is not None and idle_window else None,
-        "wall_s": time.monotonic() - started}
+        "wall_s": time.monotonic() - started, "stall_closes": service.log_count(STALL_WARNING) - stalled_before}
 
 
 def merge_concurrency(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -193,6 +200,7 @@ def merge_concurrency(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
     merged["errors"] = sum(r["errors"] for r in runs)
     merged["error_samples"] = sorted({s for r in runs for s in r["error_samples"]})[:3]
     merged["crash"] = next((r["crash"] for r in runs if r.get("crash")), None)
+    merged["stall_closes"] = sum(r.get("stall_closes", 0) for r in runs)
     for key in ("peak_rss_mb", "peak_threads", "heartbeat_late_max_ms", "stream_s_max"):
         values = [r[key] for r in runs if r[key] is not None]
         merged[key] = max(values) if values else None

@@ -130,6 +130,15 @@ class Service:
         found = [line for line in text if "iaccode_agui.access" not in line and any(m in line for m in marks)]
         return "\n".join(found[-lines:])
 
+    def log_count(self, needle: str) -> int:
+        """How many lines of the log so far contain ``needle`` (e.g. a warning the bench reports)."""
+        self._log.flush()
+        try:
+            with open(self.log_path, "rb") as handle:
+                return sum(1 for line in handle if needle.encode("utf-8") in line)
+        except OSError:
+            return 0
+
     def log_tail(self, lines: int = 20) -> str:
         self._log.flush()
         try:

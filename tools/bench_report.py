@@ -99,7 +99,8 @@ def _concurrency_rows(conc: Dict[str, Dict[str, Dict[str, Any]]], heartbeat: flo
         rows.append(("4 %s streams (sleep %s): done / errors" % (level, _num(ad.get("idle_s"), 1)),
                      {n: "%d/%d / %d" % (c["completed"], c["streams"] * c["reps"], c["errors"])
                       for n, c in per.items()},
-                     "errors 0, heartbeats on time: %s%s" % (_verdict(ok), _samples(per))))
+                     "errors 0, heartbeats on time: %s; adapter stall-sweep closes %s%s" % (
+                         _verdict(ok), _num(ad.get("stall_closes")), _samples(per))))
         rows.append(("  heartbeat lateness max / p99 ms", {n: _pair(c["heartbeat_late_max_ms"],
                                                                     c["heartbeat_late_p99_ms"], 1)
                                                            for n, c in per.items()},
@@ -236,7 +237,10 @@ def render(figures: Dict[str, Any]) -> str:
     lines = ["iaccode_agui benchmark: firehose %s deltas, %s reps (median), concurrency %s, %s CPUs, Python %s, %s s"
              % (_num(config["deltas"]), config["reps"], ",".join(map(str, config["levels"])), config["cpus"],
                 config["python"], config.get("wall_s", "?")),
-             "peer: %s" % (config.get("peer") or "none"), head, "-" * len(head)]
+             "peer: %s" % (config.get("peer") or "none"),
+             "adapter: %s; load average %s at the start, %s at the end" % (
+                 " ".join(config.get("adapter_args") or []) or "defaults", config.get("load_start", "?"),
+                 config.get("load_end", "?")), head, "-" * len(head)]
     for label, cells, check in rows:
         lines.append("%-*s  %s  %s" % (width, label, "  ".join(cells.get(c, "").rjust(widths[c]) for c in columns),
                                        check))

@@ -1,10 +1,13 @@
 """The SSE response body: a generator that multiplexes run events and heartbeats.
 
-It runs in the WSGI server's thread.  It waits on the subscription queue in short slices so it can also
-notice a gone client (waitress's ``waitress.client_disconnected`` with request look-ahead) within about
-``poll`` seconds, and writes the ``: heartbeat`` comment after ``heartbeat`` seconds without an event.
-Closing it (waitress does when a write fails, or the poll sees the client gone) detaches the client and
-tells the run, which decides whether that cancels the upstream task.
+It runs in the WSGI server's thread and waits on the subscription queue only.  Timing lives elsewhere:
+the process's one heartbeat timer (``heartbeats.shared_timer``) posts a marker on that queue when the
+stream has been silent for ``heartbeat`` seconds (the generator then writes the ``: heartbeat`` comment)
+or when the client is gone (asked every ``poll`` seconds through waitress's ``waitress.client_disconnected``
+with request look-ahead, or a socket check under gunicorn).  So an idle stream's thread sleeps until there
+is something to write, instead of waking every poll to find nothing.  Closing the body (waitress does when
+a write fails, or the timer saw the client gone) detaches the client and tells the run, which decides
+whether that cancels the upstream task.
 """
 import functools
 import select
@@ -14,6 +17,11 @@ from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple
 
 from iaccode_agui.a2a.sse import HEARTBEAT
 from iaccode_agui.runs.channel import END, Subscription
+from iaccode_agui.runs.heartbeats import BEAT, GONE, TICK, HeartbeatTimer, shared_timer
+
+# How long a stream waits on its queue before it makes sure the timer is still running (a guard only:
+# the timer posts long before this when the stream needs anything).
+GUARD_WAIT = 60.0
 
 
 class SSEBody:
@@ -24,8 +32,10 @@ class SSEBody:
                  on_close: Optional[Callable[[bool], None]] = None,
                  on_heartbeat: Optional[Callable[[], None]] = None,
                  after_first_write: Optional[Callable[[], None]] = None,
-                 headers: Sequence[Tuple[str, str]] = ()) -> None:
+                 headers: Sequence[Tuple[str, str]] = (),
+                 timer: Optional[HeartbeatTimer] = None) -> None:
         self._sub = sub
+        self._timer = timer or shared_timer()
         self.headers = list(headers)   # response headers beyond the SSE ones (route-specific)
         self._heartbeat = heartbeat
         self._poll = max(0.05, poll)
@@ -58,30 +68,41 @@ class SSEBody:
         for frame in self._sub.replay:
             yield frame
         self._sub.replay = []
-        last_write = time.monotonic()
+        entry = self._timer.register(self._heartbeat, self._poll, self._client_gone, self._post)
         take = self._sub.queue.take
-        while True:
-            remaining = self._heartbeat - (time.monotonic() - last_write)
-            if remaining <= 0:
-                if self._on_heartbeat is not None:
-                    self._on_heartbeat()
-                yield HEARTBEAT
-                last_write = time.monotonic()
-                continue
-            items = take(min(self._poll, remaining))
-            if not items:
-                if self._client_gone is not None and self._client_gone():
+        try:
+            while True:
+                items = take(max(GUARD_WAIT, 2 * self._heartbeat))
+                if not items:
+                    self._timer.ensure_running()
+                    continue
+                frames = [item for item in items if item.__class__ is bytes]
+                marks = items if len(frames) < len(items) else ()   # BEAT, GONE, END: rare, looked at only then
+                if frames:
+                    # Everything already queued goes out in one write: fewer syscalls, same latency.
+                    yield b"".join(frames) if len(frames) > 1 else frames[0]
+                    entry.last = time.monotonic()
+                elif BEAT in marks and time.monotonic() - entry.last >= self._heartbeat - TICK:
+                    if self._on_heartbeat is not None:
+                        self._on_heartbeat()
+                    yield HEARTBEAT
+                    entry.last = time.monotonic()
+                if END in marks:
+                    self._finished = True
                     return
-                continue
-            if items[-1] is END:
-                self._finished = True
-                items.pop()
-            if items:
-                # Everything already queued goes out in one write: fewer syscalls under bursts, same latency.
-                yield b"".join(items) if len(items) > 1 else items[0]
-                last_write = time.monotonic()
-            if self._finished:
-                return
+                if GONE in marks:
+                    return
+        finally:
+            self._timer.cancel(entry)
+
+    def _post(self, item: object) -> None:
+        """The timer's hand-off: a gone client is always told; a heartbeat only to a stream with nothing
+        queued (anything queued is written soon anyway, and the bound of the queue stays the producer's)."""
+        queue = self._sub.queue
+        if item is GONE:
+            queue.put_final(GONE)
+        elif not queue.qsize():
+            queue.put(BEAT, 0)
 
     def close(self) -> None:
         if self._closed:

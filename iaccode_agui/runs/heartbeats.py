@@ -1,0 +1,215 @@
+"""One heartbeat and disconnect-probe timer for every SSE stream of the process.
+
+An open stream used to time itself: its server thread woke every ``--heartbeat-interval`` to write the
+comment and every ``disconnect_poll`` (1 s) to ask whether the client was still there, so 1,000 idle streams
+with 15 s heartbeats meant about 1,000 thread wake-ups a second, each fighting for the interpreter lock,
+to find nothing to do.  Here one thread keeps a heap of due times for all streams: it asks the cheap
+"client gone?" question itself and only wakes a stream's thread (by posting a marker on the stream's own
+queue) when there is something to write or the client is gone.  A stream that writes often never gets a
+marker: a write only moves a number, and the timer looks at it when the old due time comes up.
+
+Due times are rounded up to ``TICK`` so the streams due in the same tick are handled in one pass of the
+timer and their threads run back to back, not spread over the interval.  ``Schedule`` is the pure part
+(plain clock values in, entries out); ``HeartbeatTimer`` is the thread around it.
+"""
+import collections
+import heapq
+import itertools
+import logging
+import math
+import threading
+import time
+from typing import Any, Callable, Deque, List, Optional, Tuple
+
+log = logging.getLogger("iaccode_agui.heartbeats")
+
+BEAT = object()   # posted on a stream's queue: silent for its interval, write a heartbeat
+GONE = object()   # posted on a stream's queue: the client went away
+TICK = 0.025      # due times are rounded up to this (s): at most this much later, many streams per pass
+HEARTBEAT, PROBE = 0, 1
+
+
+class Entry:
+    """One stream as the timer sees it.  ``last`` is when the stream last wrote (set by the stream's thread
+    without a lock: a float store is atomic, and a stale read only moves a heartbeat by one reschedule)."""
+
+    __slots__ = ("interval", "poll", "gone", "post", "last", "alive")
+
+    def __init__(self, interval: float, poll: float, gone: Optional[Callable[[], bool]],
+                 post: Callable[[Any], None], now: float) -> None:
+        self.interval = interval
+        self.poll = poll
+        self.gone = gone
+        self.post = post
+        self.last = now
+        self.alive = True
+
+
+def _tick_at_or_after(when: float) -> int:
+    """Due times are whole ticks (integers, so a float quotient never pushes one to the next tick)."""
+    return math.ceil(when / TICK - 1e-6)
+
+
+def _ticks_until(now: float) -> int:
+    return math.floor(now / TICK + 1e-6)
+
+
+class Schedule:
+    """The due times of every stream's next heartbeat and next disconnect probe, in one heap.
+
+    Nothing here reads a clock or calls a stream: ``due(now)`` says which entries need a heartbeat and
+    which need a probe at ``now``; the caller does both and reports a gone client with ``cancel``.
+    """
+
+    def __init__(self) -> None:
+        self._heap: List[Tuple[int, int, int, Entry]] = []
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def add(self, entry: Entry) -> None:
+        self._push(entry.last + entry.interval, HEARTBEAT, entry)
+        if entry.gone is not None:
+            self._push(entry.last + entry.poll, PROBE, entry)
+
+    @staticmethod
+    def cancel(entry: Entry) -> None:
+        """Forget a stream (ended, cancelled, client gone); its heap slots are dropped when they come up."""
+        entry.alive = False
+
+    def _push(self, when: float, kind: int, entry: Entry) -> None:
+        heapq.heappush(self._heap, (_tick_at_or_after(when), next(self._seq), kind, entry))
+
+    def next_due(self) -> Optional[float]:
+        """When the earliest slot comes up (None: no stream at all); dead slots are dropped first."""
+        heap = self._heap
+        while heap and not heap[0][3].alive:
+            heapq.heappop(heap)
+        return heap[0][0] * TICK if heap else None
+
+    def due(self, now: float) -> Tuple[List[Entry], List[Entry]]:
+        """Pop every slot due at ``now``: (entries silent for their interval, entries to probe).
+
+        A heartbeat slot of a stream that wrote since is pushed back to its new due time instead; a
+        stream given a heartbeat gets its next slot an interval on (its write then moves ``last``).
+        """
+        beats: List[Entry] = []
+        probes: List[Entry] = []
+        heap = self._heap
+        limit = _ticks_until(now)
+        while heap and heap[0][0] <= limit:
+            _, _, kind, entry = heapq.heappop(heap)
+            if not entry.alive:
+                continue
+            if kind == PROBE:
+                probes.append(entry)
+                self._push(now + entry.poll, PROBE, entry)
+            elif entry.last + entry.interval > now + TICK / 2:
+                self._push(entry.last + entry.interval, HEARTBEAT, entry)
+            else:
+                beats.append(entry)
+                self._push(now + entry.interval, HEARTBEAT, entry)
+        return beats, probes
+
+
+class HeartbeatTimer:
+    """The thread that runs a ``Schedule`` against the clock; one per process (``shared_timer``)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._schedule = Schedule()
+        self._cond = threading.Condition(threading.Lock())
+        self._thread: Optional[threading.Thread] = None
+        # New streams wait here until the thread moves them into the heap: ``append`` needs no lock, so a
+        # thousand streams opening at once do not queue on one (they did: 600 threads in a dump at once).
+        self._pending: Deque[Entry] = collections.deque()
+        self._wake_at = math.inf   # when the thread looks next; a stream due earlier must wake it
+        self.passes = 0   # timer passes that found work (for tests and curiosity)
+
+    def register(self, interval: float, poll: float, gone: Optional[Callable[[], bool]],
+                 post: Callable[[Any], None]) -> Entry:
+        """Start timing one stream: ``post(BEAT)`` after ``interval`` s without a write, ``post(GONE)`` once
+        ``gone()`` (asked every ``poll`` s) says the client left."""
+        entry = Entry(interval, poll, gone, post, self._clock())
+        self._pending.append(entry)
+        first = entry.last + (min(interval, poll) if gone is not None else interval)
+        if first < self._wake_at or self._thread is None:
+            with self._cond:
+                self._ensure_thread()
+                self._cond.notify()
+        return entry
+
+    def cancel(self, entry: Entry) -> None:
+        Schedule.cancel(entry)   # no lock, no wake-up: the slot is skipped when it comes up
+
+    def ensure_running(self) -> None:
+        """Start the thread again if it is gone (a fork's child has none of its parent's threads)."""
+        with self._cond:
+            self._ensure_thread()
+            self._cond.notify()
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="heartbeats", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            beats, probes = self._next_pass()
+            self.passes += 1
+            for entry in beats:
+                _deliver(entry, BEAT)
+            for entry in probes:
+                if _client_gone(entry):
+                    self.cancel(entry)
+                    _deliver(entry, GONE)
+
+    def _next_pass(self) -> Tuple[List[Entry], List[Entry]]:
+        """Wait for the next due slot and pop everything due then.
+
+        ``_wake_at`` is published before the last look at ``_pending``: a stream registered after that
+        look sees the new wake time and wakes the thread itself if it is due earlier.
+        """
+        schedule, pending = self._schedule, self._pending
+        with self._cond:
+            while True:
+                while pending:
+                    schedule.add(pending.popleft())
+                wake = schedule.next_due()
+                now = self._clock()
+                if wake is not None and wake <= now:
+                    self._wake_at = now   # busy with this pass: it looks again right after
+                    return schedule.due(now)
+                self._wake_at = math.inf if wake is None else wake
+                if not pending:
+                    self._cond.wait(None if wake is None else wake - now)
+
+
+def _client_gone(entry: Entry) -> bool:
+    try:
+        return bool(entry.gone is not None and entry.gone())
+    except Exception:   # a probe that cannot answer has lost its client
+        log.exception("disconnect probe failed; treating the client as gone")
+        return True
+
+
+def _deliver(entry: Entry, item: Any) -> None:
+    try:
+        entry.post(item)
+    except Exception:   # one broken stream must not stop the timer of all the others; it is dropped
+        Schedule.cancel(entry)
+        log.exception("could not post a heartbeat marker to a stream; it gets no more heartbeats")
+
+
+_shared: Optional[HeartbeatTimer] = None
+_shared_lock = threading.Lock()
+
+
+def shared_timer() -> HeartbeatTimer:
+    """The process's timer, made on first use (a fork's child makes its own thread on first register)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = HeartbeatTimer()
+        return _shared

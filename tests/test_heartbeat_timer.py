@@ -1,0 +1,198 @@
+"""The shared heartbeat timer: its schedule on a fake clock, its thread, and idle streams of a real adapter.
+
+The schedule is pure (clock values in, due entries out), so ordering, cancellation, "a stream that writes
+never gets a heartbeat" and "an idle stream gets one every interval" are checked on exact numbers.  The
+end-to-end test holds many idle streams open on a real adapter and checks that each one receives
+heartbeats while the process has no thread per stream for timing.
+"""
+import os
+import sys
+import threading
+
+from iaccode_agui.runs import heartbeats
+from iaccode_agui.runs.framequeue import FrameQueue
+from iaccode_agui.runs.heartbeats import BEAT, GONE, TICK, Entry, HeartbeatTimer, Schedule
+from tests.harness import wait_for
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+
+import bench_many  # noqa: E402
+from bench_client import agui_request  # noqa: E402
+
+
+class _Named(Entry):
+    __slots__ = ("name",)
+
+
+def named(interval, name, now=0.0, poll=1000.0, gone=None):
+    made = _Named(interval, poll, gone, lambda item: None, now)
+    made.name = name
+    return made
+
+
+def run_clock(schedule, until, step=TICK):
+    """Advance a fake clock in ticks; return (time, name) of every heartbeat given, in order."""
+    given = []
+    now = 0.0
+    while now <= until + 1e-9:
+        beats, _ = schedule.due(now)
+        given.extend((round(now, 3), e.name) for e in beats)
+        now = round(now + step, 6)
+    return given
+
+
+def test_heartbeats_come_out_in_due_order_across_intervals():
+    schedule = Schedule()
+    for item in (named(1.0, "slow"), named(0.5, "fast"), named(0.75, "mid")):
+        schedule.add(item)
+    given = run_clock(schedule, 1.6)
+    assert given == [(0.5, "fast"), (0.75, "mid"), (1.0, "slow"), (1.0, "fast"), (1.5, "mid"), (1.5, "fast")]
+    assert [t for t, _ in given] == sorted(t for t, _ in given)
+
+
+def test_an_idle_stream_gets_one_heartbeat_every_interval():
+    schedule = Schedule()
+    idle = named(1.0, "idle")
+    schedule.add(idle)
+    assert [t for t, _ in run_clock(schedule, 10.0)] == [float(n) for n in range(1, 11)]
+
+
+def test_a_stream_that_writes_more_often_than_the_interval_never_gets_one():
+    schedule = Schedule()
+    busy, idle = named(1.0, "busy"), named(1.0, "idle")
+    schedule.add(busy)
+    schedule.add(idle)
+    given = []
+    for tick in range(int(10.0 / TICK) + 1):
+        now = tick * TICK
+        if tick % 12 == 0:
+            busy.last = now        # the stream's own write every 0.3 s, as the SSE body records it
+        beats, _ = schedule.due(now)
+        given.extend(e.name for e in beats)
+    assert "busy" not in given and given.count("idle") == 10
+
+
+def test_a_write_moves_the_next_heartbeat_an_interval_past_it():
+    schedule = Schedule()
+    item = named(1.0, "one")
+    schedule.add(item)
+    item.last = 0.6                # wrote at 0.6: nothing at 1.0, a heartbeat at 1.6
+    assert run_clock(schedule, 1.55) == []
+    assert schedule.due(1.6)[0] == [item]
+
+
+def test_a_cancelled_stream_gets_nothing_and_leaves_the_heap():
+    schedule = Schedule()
+    ended, other = named(0.5, "ended"), named(0.5, "other")
+    schedule.add(ended)
+    schedule.add(other)
+    Schedule.cancel(ended)
+    assert {name for _, name in run_clock(schedule, 3.0)} == {"other"}
+    Schedule.cancel(other)
+    assert schedule.next_due() is None and len(schedule) == 0
+
+
+def test_probes_are_asked_every_poll_and_due_times_are_rounded_to_the_tick():
+    schedule = Schedule()
+    item = named(100.0, "probed", poll=0.3, gone=lambda: False)
+    schedule.add(item)
+    assert abs(schedule.next_due() - 0.3) < 1e-9
+    asked = []
+    now = 0.0
+    while now <= 1.0:
+        beats, probes = schedule.due(now)
+        asked.extend(round(now, 3) for e in probes)
+        assert not beats
+        now = round(now + TICK, 6)
+    assert asked == [0.3, 0.6, 0.9]
+
+
+def test_the_timer_thread_posts_beats_to_an_idle_queue_and_gone_once():
+    timer = HeartbeatTimer()
+    queue = FrameQueue(8)
+    gone = threading.Event()
+    posted = []
+
+    def post(item):
+        posted.append(item)
+        queue.put(item, 0)
+
+    item = timer.register(0.05, 0.05, gone.is_set, post)
+    assert wait_for(lambda: posted.count(BEAT) >= 3, 10)
+    gone.set()
+    assert wait_for(lambda: GONE in posted, 10)
+    assert not item.alive
+    count = len(posted)
+    assert not wait_for(lambda: len(posted) > count, 0.3)   # nothing more once the client is gone
+
+
+def test_a_broken_stream_does_not_stop_the_timer_for_the_others():
+    timer = HeartbeatTimer()
+    good = []
+
+    def broken(item):
+        raise RuntimeError("this stream's queue is gone")
+
+    timer.register(0.05, 1000.0, None, broken)
+    timer.register(0.05, 1000.0, None, good.append)
+    assert wait_for(lambda: len(good) >= 3, 10)
+
+
+def adapter_threads():
+    """Threads of this process that are not the in-process demo runtime's (it runs a thread per turn)."""
+    return sum(1 for thread in threading.enumerate() if not thread.name.startswith("demo-"))
+
+
+def test_many_idle_streams_of_a_real_adapter_get_heartbeats_without_a_thread_each(adapter_factory):
+    """N silent runs at once: every stream sees heartbeats, and the process grows by about one thread per
+    run (the run's upstream reader), not two: nothing per stream waits on a clock of its own.
+
+    waitress keeps one worker per open response; that pool is started with the server, so it is part of
+    the baseline here and the growth measured is what the streams themselves add.
+    """
+    streams = 40
+    adapter = adapter_factory(heartbeat_interval=0.2, disconnect_poll=1.0, max_active_runs=streams + 4)
+    adapter.server.stop()
+    from iaccode_agui.serving import ServerThread, waitress_limits
+
+    # The stall sweep at its default (2 heartbeats, 0.4 s) could cut a stream whose worker the busy test
+    # machine has not scheduled for that long; that sweep is not what this test is about.
+    adapter.server = ServerThread(adapter.app, threads=streams + 8, slice_seconds=0.05, stall_timeout=30.0,
+                                  **waitress_limits(adapter.settings.largest_request_bytes))
+    adapter.url = adapter.server.url
+    assert adapter.run(adapter.body("hello", thread="warm"))[-1]["type"] == "RUN_FINISHED"
+    heartbeats.shared_timer().ensure_running()
+    before = adapter_threads()
+    requests = [agui_request("sleep 2.5", adapter.workspace) for _ in range(streams)]
+    runner = bench_many.Concurrent(adapter.url, requests, trace=True, timeout=30)
+    peak = [0]
+    runner.start()
+    assert runner.all_started.wait(30), "not every stream started"
+    while any(r.t_end == 0 for r in runner.results):
+        peak[0] = max(peak[0], adapter_threads())
+        if wait_for(lambda: all(r.t_end for r in runner.results), 0.1):
+            break
+    results = runner.join()
+    assert [r.error for r in results if not r.ok] == []
+    assert all(r.heartbeats >= 3 for r in results), sorted(r.heartbeats for r in results)[:5]
+    grown = peak[0] - before
+    # One reader thread per run, the bench client's selector thread, a little slack: a design that also
+    # kept a timer thread (or any thread) per stream would need 2 * streams.
+    assert grown <= streams + 8, (before, peak[0])
+
+
+def test_the_heartbeat_counter_counts_every_bump_from_many_threads_and_renders_as_a_counter():
+    from iaccode_agui.metrics import Metrics
+
+    metrics = Metrics()
+    tally = metrics.tally("agui_heartbeats_total")
+    assert metrics.tally("agui_heartbeats_total") is tally
+    workers = [threading.Thread(target=lambda: [tally.bump() for _ in range(5000)]) for _ in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert tally.value == 40000 and tally.value == 40000   # reading does not change it
+    assert metrics.value("agui_heartbeats_total") == 40000
+    text = metrics.render()
+    assert "# TYPE agui_heartbeats_total counter" in text and "\nagui_heartbeats_total 40000\n" in text
