@@ -196,3 +196,26 @@ def test_the_heartbeat_counter_counts_every_bump_from_many_threads_and_renders_a
     assert metrics.value("agui_heartbeats_total") == 40000
     text = metrics.render()
     assert "# TYPE agui_heartbeats_total counter" in text and "\nagui_heartbeats_total 40000\n" in text
+
+
+def test_a_forked_child_times_its_streams_with_a_thread_of_its_own():
+    """A gunicorn worker is a fork: the parent's timer thread does not exist there."""
+    parent = heartbeats.shared_timer()
+    running = parent.register(0.05, 1000.0, None, lambda item: None)   # the parent's thread is running
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # the child: report, then leave without running any of pytest's teardown
+        try:
+            got = []
+            child = heartbeats.shared_timer()
+            child.register(0.05, 1000.0, None, got.append)
+            os.write(write_end, b"1" if child is not parent and wait_for(lambda: BEAT in got, 10) else b"0")
+        finally:
+            os._exit(0)
+    try:
+        os.close(write_end)
+        assert os.read(read_end, 1) == b"1"
+    finally:
+        os.waitpid(pid, 0)
+        os.close(read_end)
+        parent.cancel(running)

@@ -45,11 +45,12 @@ class StreamResult:
     def seconds_to(self, stamp: Optional[int]) -> Optional[float]:
         return None if stamp is None else (stamp - self.t_sent) / 1e9
 
-    def heartbeat_lateness(self, interval: float) -> Optional[float]:
-        """Worst delay of a heartbeat past ``interval`` after the previous write (None: no heartbeat)."""
+    def heartbeat_lateness(self, interval: float, since: int = 0) -> Optional[float]:
+        """Worst delay of a heartbeat past ``interval`` after the previous write (None: no heartbeat);
+        ``since`` (time_ns) counts only gaps that start then or later."""
         worst: Optional[float] = None
         for (before, _), (after, is_heartbeat) in zip(self.marks, self.marks[1:]):
-            if is_heartbeat:
+            if is_heartbeat and before >= since:
                 late = (after - before) / 1e9 - interval
                 worst = late if worst is None else max(worst, late)
         return worst

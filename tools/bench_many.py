@@ -159,6 +159,7 @@ class Concurrent:
         self.all_started = threading.Event()
         self.earliest_data: Optional[int] = None
         self._started = 0
+        self.client_cpu = 0.0   # CPU seconds of the one client thread: shows whether the client kept up
         self.results: List[StreamResult] = [StreamResult() for _ in self.requests]
         self._thread = threading.Thread(target=self._loop, name="bench-many", daemon=True)
 
@@ -180,6 +181,13 @@ class Concurrent:
         self._thread.start()
 
     def _loop(self) -> None:
+        started = time.thread_time()
+        try:
+            self._serve_all()
+        finally:
+            self.client_cpu = time.thread_time() - started
+
+    def _serve_all(self) -> None:
         selector = selectors.DefaultSelector()
         open_: Dict[int, Conn] = {}
         for index, (body, headers) in enumerate(self.requests):

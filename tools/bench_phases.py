@@ -156,12 +156,14 @@ def concurrency(path: Path, cwd: str, streams: int, idle: float, heartbeat: Opti
     runner = bench_many.Concurrent(path.url, requests, trace=True, timeout=timeout, finished_marker=path.finished)
     idle_cpu: Optional[float] = None
     idle_window = 0.0
+    all_open: Optional[int] = None
     stalled_before = service.log_count(STALL_WARNING)
     started = time.monotonic()
     with procs.Sampler(service.pid) as sampler:
         runner.start()
         if runner.all_started.wait(timeout):
             ramp = time.monotonic() - started
+            all_open = time.time_ns()
             window_start = time.time_ns() + 100_000_000
             window_end = (runner.earliest_data or 0) + int((idle - 0.15) * 1e9)
             if window_end - window_start >= 300_000_000:
@@ -176,6 +178,10 @@ def concurrency(path: Path, cwd: str, streams: int, idle: float, heartbeat: Opti
     failures = [r for r in results if not r.ok]
     lateness = [r.heartbeat_lateness(heartbeat) for r in results] if heartbeat else []
     lateness_known = [v for v in lateness if v is not None]
+    # The same, counting only silences that began once every stream was open: what an open stream sees
+    # when the server is not also admitting a thousand others.
+    steady = [r.heartbeat_lateness(heartbeat, all_open) for r in results] if heartbeat and all_open else []
+    steady_known = [v for v in steady if v is not None]
     durations = [(r.t_end - r.t_sent) / 1e9 for r in results if r.t_sent]
     return {
         "streams": streams, "completed": sum(1 for r in results if r.ok), "errors": len(failures),
@@ -186,10 +192,11 @@ def concurrency(path: Path, cwd: str, streams: int, idle: float, heartbeat: Opti
         "stream_s_p50": client.percentile(durations, 0.5), "stream_s_max": max(durations) if durations else None,
         "heartbeat_late_max_ms": max(lateness_known) * 1000 if lateness_known else None,
         "heartbeat_late_p99_ms": (client.percentile(lateness_known, 0.99) or 0) * 1000 if lateness_known else None,
+        "steady_late_p99_ms": (client.percentile(steady_known, 0.99) or 0) * 1000 if steady_known else None,
         "peak_rss_mb": sampler.peak_rss_kb / 1024.0, "peak_threads": sampler.peak_threads,
         "idle_cpu_s": idle_cpu, "idle_window_s": idle_window, "idle_s": idle,
         "idle_cpu_pct": (idle_cpu / idle_window * 100) if idle_cpu is not None and idle_window else None,
-        "wall_s": time.monotonic() - started, "stall_closes": service.log_count(STALL_WARNING) - stalled_before}
+        "client_cpu_s": runner.client_cpu, "wall_s": time.monotonic() - started, "stall_closes": service.log_count(STALL_WARNING) - stalled_before}
 
 
 def merge_concurrency(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -204,9 +211,9 @@ def merge_concurrency(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
     for key in ("peak_rss_mb", "peak_threads", "heartbeat_late_max_ms", "stream_s_max"):
         values = [r[key] for r in runs if r[key] is not None]
         merged[key] = max(values) if values else None
-    for key in ("ramp_s", "heartbeats", "streams_with_heartbeat", "heartbeat_late_p99_ms", "idle_cpu_s",
+    for key in ("steady_late_p99_ms", "client_cpu_s", "ramp_s", "heartbeats", "streams_with_heartbeat", "heartbeat_late_p99_ms", "idle_cpu_s",
                 "idle_window_s", "idle_cpu_pct", "wall_s", "stream_s_p50"):
-        merged[key] = _median([r[key] for r in runs])
+        merged[key] = _median([r.get(key) for r in runs])
     return merged
 
 

@@ -104,8 +104,10 @@ def _concurrency_rows(conc: Dict[str, Dict[str, Dict[str, Any]]], heartbeat: flo
         rows.append(("  heartbeat lateness max / p99 ms", {n: _pair(c["heartbeat_late_max_ms"],
                                                                     c["heartbeat_late_p99_ms"], 1)
                                                            for n, c in per.items()},
-                     "past each one's interval (%s); streams with one: %s" % (", ".join(
+                     "past each one's interval (%s); p99 once all were open: %s; streams with one: %s" % (", ".join(
                          "%s %ss" % (n, _num(c.get("heartbeat_interval_s"), 1)) for n, c in per.items()
+                         if c.get("heartbeat_interval_s")), ", ".join(
+                         "%s %s ms" % (n, _num(c.get("steady_late_p99_ms"), 1)) for n, c in per.items()
                          if c.get("heartbeat_interval_s")), ", ".join(
                          "%s %s/%s" % (n, _num(c["streams_with_heartbeat"]), c["streams"]) for n, c in per.items()))))
         rows.append(("  stream duration p50 / max s", {n: _pair(c.get("stream_s_p50"), c.get("stream_s_max"), 2)
@@ -122,7 +124,9 @@ def _concurrency_rows(conc: Dict[str, Dict[str, Dict[str, Any]]], heartbeat: flo
         rows.append(("  CPU while heartbeating, % of a core", {n: _num(c["idle_cpu_pct"], 1) for n, c in per.items()},
                      "window %s s; adapter %s us per heartbeat; ~0 wanted (<5%%): %s" % (
                          _num(ad.get("idle_window_s"), 2), _num(per_beat), _verdict(None if cpu is None else cpu < 5.0))))
-        rows.append(("  ramp to all streams open s", {n: _num(c["ramp_s"], 2) for n, c in per.items()}, ""))
+        rows.append(("  ramp to all streams open s", {n: _num(c["ramp_s"], 2) for n, c in per.items()},
+                     "bench client (one selector thread) CPU s: %s" % ", ".join(
+                         "%s %s" % (n, _num(c.get("client_cpu_s"), 1)) for n, c in per.items())))
     return rows
 
 

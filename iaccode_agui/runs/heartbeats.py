@@ -17,6 +17,7 @@ import heapq
 import itertools
 import logging
 import math
+import os
 import threading
 import time
 from typing import Any, Callable, Deque, List, Optional, Tuple
@@ -207,9 +208,19 @@ _shared_lock = threading.Lock()
 
 
 def shared_timer() -> HeartbeatTimer:
-    """The process's timer, made on first use (a fork's child makes its own thread on first register)."""
+    """The process's timer, made on first use."""
     global _shared
     with _shared_lock:
         if _shared is None:
             _shared = HeartbeatTimer()
         return _shared
+
+
+def _forget_after_fork() -> None:
+    """A forked child (a gunicorn worker) has none of its parent's threads: it makes its own timer."""
+    global _shared, _shared_lock
+    _shared, _shared_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
