@@ -97,12 +97,11 @@ class SSEBody:
 
     def _post(self, item: object) -> None:
         """The timer's hand-off: a gone client is always told; a heartbeat only to a stream with nothing
-        queued (anything queued is written soon anyway, and the bound of the queue stays the producer's)."""
+        queued (anything queued is written soon anyway).  Markers go in past the queue's bounds (no bytes,
+        at most one heartbeat waiting), so the timer never waits on a full queue."""
         queue = self._sub.queue
-        if item is GONE:
-            queue.put_final(GONE)
-        elif not queue.qsize():
-            queue.put(BEAT, 0)
+        if item is GONE or not queue.qsize():
+            queue.put_final(item)
 
     def close(self) -> None:
         if self._closed:
