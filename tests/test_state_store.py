@@ -14,6 +14,7 @@ import pytest
 
 import iaccode_agui
 from iaccode_agui.state import store as store_module
+from iaccode_agui.state import journal as journal_module
 from iaccode_agui.state.keys import thread_file_stem
 from iaccode_agui.state.model import Execution, PendingInterrupt, ThreadState
 from iaccode_agui.state.store import StateUnavailable, StateWriteFailed, ThreadStore
@@ -156,7 +157,7 @@ def _failing(exc_text):
     return fail
 
 
-@pytest.mark.parametrize("target", ["fsync", "replace", "write"])
+@pytest.mark.parametrize("target", ["fdatasync", "replace", "write"])
 def test_failed_write_keeps_old_file_and_cleans_up(store, monkeypatch, target):
     save(store, make_state(sequence=1))
     before = open(store.path_for("thread-1"), "rb").read()
@@ -202,38 +203,54 @@ def test_replace_gives_up_after_the_attempts(store, monkeypatch):
     assert temp_files(store) == [] and store.load("thread-1") is None
 
 
-def test_file_and_directory_are_fsynced(store, monkeypatch):
+def test_a_write_costs_one_journal_sync_and_no_fsync(store, monkeypatch):
+    """The request path: the journal's fdatasync makes the write durable; no file or directory fsync."""
+    save(store, make_state(sequence=1))  # opens the journal (its creation syncs its own files)
+    calls = []
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (calls.append("fdatasync"), real_fdatasync(fd))[1])
+    monkeypatch.setattr(journal_module, "CHECKPOINT_SECONDS", 3600.0)
+    save(store, make_state(sequence=2))
+    assert calls == ["fdatasync"]
+
+
+def test_closing_fsyncs_the_written_files_and_the_directory_once(store, monkeypatch):
+    save(store, make_state())
+    save(store, make_state(thread_id="thread-2"))
     synced = []
     real_fsync = os.fsync
 
     def spy(fd):
-        synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
+        synced.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", spy)
-    save(store, make_state())
-    assert synced == [False, True]
+    store.close()
+    # both thread files, the threads directory, then the journal directory (the journal files are gone)
+    assert synced == ["file", "file", "dir", "dir"]
+    assert os.listdir(store.journal_dir) == []
 
 
-def test_directory_fsync_failure_is_reported(store, monkeypatch):
-    real_fsync = os.fsync
-
-    def fail_on_dir(fd):
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
-            raise OSError("dir fsync")
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", fail_on_dir)
-    with pytest.raises(StateWriteFailed):
-        save(store, make_state())
-    assert temp_files(store) == []
+def test_a_failed_journal_sync_fails_closed_until_the_journal_is_reset(store, monkeypatch):
+    save(store, make_state(sequence=1))
+    monkeypatch.setattr(os, "fdatasync", _failing("injected"))
+    with pytest.raises(StateWriteFailed, match="injected"):
+        save(store, make_state(sequence=2))
+    with pytest.raises(StateWriteFailed):  # a retried sync could claim success for lost data
+        save(store, make_state(sequence=3))
+    monkeypatch.undo()
+    save(store, make_state(sequence=4))  # the reset fsynced the files and started a fresh journal
+    assert store.load("thread-1").execution.pipeline_sequence == 4
 
 
 def test_fsync_can_be_disabled(tmp_path, monkeypatch):
     quick = ThreadStore(str(tmp_path / "s"), fsync=False)
     monkeypatch.setattr(os, "fsync", _failing("must not be called"))
+    monkeypatch.setattr(os, "fdatasync", _failing("must not be called"))
     save(quick, make_state())
     assert quick.load("thread-1") is not None
+    assert not os.path.exists(quick.journal_dir)
 
 
 def test_oversized_states_are_neither_written_nor_read(store, monkeypatch):

@@ -296,6 +296,8 @@ class ThreadState:
                            if digest in by_digest}
         state.terminal_times = _times(top.get("terminalExecutionTimes", {}), "terminalExecutionTimes",
                                       state.terminal_execution_ids)
+        _require("revision" not in top or (type(top["revision"]) is int and top["revision"] >= 0),
+                 "revision must be a non-negative integer")
         if find_secret_keys(doc):
             raise StateCorrupt("document contains credential keys")
         return state
@@ -329,7 +331,9 @@ _TOP_KEYS = (
     "schemaVersion", "threadId", "contextId", "cwd", "userId", "iacCodeSessionId", "execution",
     "runDigests", "appliedResumeDigests", "terminalExecutionIds", "activeRun",
 )
-_OPTIONAL_TOP_KEYS = ("runtime", "runDigestTimes", "terminalExecutionTimes")
+# "revision" belongs to the store (it orders a thread's writes across its journal and its file); the state
+# itself ignores it, but a document carrying it is still a valid document.
+_OPTIONAL_TOP_KEYS = ("runtime", "runDigestTimes", "terminalExecutionTimes", "revision")
 _EXECUTION_KEYS = (
     "executionId", "rosInvocationId", "taskId", "pipelineSequence", "pipelineOpenSteps",
     "textSnapshotDigests", "pending", "expiredInterruptIds",

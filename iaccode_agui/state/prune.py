@@ -17,6 +17,7 @@ import stat
 import time
 from typing import Dict, Iterator, List, Optional, Tuple
 
+from iaccode_agui.state.journal import MentionScan
 from iaccode_agui.state.keys import thread_file_stem
 from iaccode_agui.state.model import StateCorrupt, ThreadState
 from iaccode_agui.state.store import MAX_STATE_BYTES, StateUnavailable, ThreadStore
@@ -65,15 +66,22 @@ def prune(store: ThreadStore, idle_seconds: float, *, dry_run: bool = False,
     """Remove every thread idle for ``idle_seconds`` that nothing can still need; report each stem's outcome."""
     report = PruneReport()
     moment = time.time() if now is None else now
+    store.recover()  # a dead process's journal is applied (and removed) before anything is judged
+    journals = MentionScan(store.journal_dir)
     for stem in thread_stems(store):
-        report.add(prune_thread(store, stem, idle_seconds, moment, dry_run), stem)
+        report.add(prune_thread(store, stem, idle_seconds, moment, dry_run, journals), stem)
     return report
 
 
-def prune_thread(store: ThreadStore, stem: str, idle_seconds: float, now: float, dry_run: bool = False) -> str:
+def prune_thread(store: ThreadStore, stem: str, idle_seconds: float, now: float, dry_run: bool = False,
+                 journals: Optional[MentionScan] = None) -> str:
     with _both_locks(store, stem) as held:
         if not held:
             return BUSY
+        # A journal that still names the thread would restore it after a power loss: its owner has not
+        # checkpointed that write yet (it will within seconds), so the thread counts as recently written.
+        if (journals or MentionScan(store.journal_dir)).mentions(stem):
+            return RECENT
         verdict = _verdict(store, stem, idle_seconds, now)
         if verdict is None:
             if not dry_run:

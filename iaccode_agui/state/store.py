@@ -32,17 +32,18 @@ import os
 import stat
 import threading
 import logging
-import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
+from iaccode_agui.state import journal_recovery
+from iaccode_agui.state.files import DIR_MODE as _DIR_MODE, FILE_MODE as _FILE_MODE, REPLACE_ATTEMPTS
+from iaccode_agui.state.files import (fsync_dir, make_private_dirs, no_constant, os_reason, read_at_most,
+                                      replace_file, unique_keys)
 from iaccode_agui.state.flocks import close_quietly
+from iaccode_agui.state.journal import DELETE, PUT, Journal
 from iaccode_agui.state.keys import thread_file_stem
 from iaccode_agui.state.model import StateCorrupt, ThreadState
 
 MAX_STATE_BYTES = 8 * 1024 * 1024
-REPLACE_ATTEMPTS = 3
-_DIR_MODE = 0o700
-_FILE_MODE = 0o600
 
 log = logging.getLogger("iaccode_agui.state")
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -118,11 +119,13 @@ class RunLease:
 class Transaction:
     """One locked read-modify-write of a thread; ``state`` is what was on disk when it started."""
 
-    def __init__(self, store: "ThreadStore", thread_id: str, stem: str, state: Optional[ThreadState]):
+    def __init__(self, store: "ThreadStore", thread_id: str, stem: str, state: Optional[ThreadState],
+                 revision: int = 0):
         self.thread_id = thread_id
         self.state = state
         self._store = store
         self._stem = stem
+        self._revision = revision  # the file's; every write stores one more (see journal_recovery)
         self._open = True
 
     def save(self, state: ThreadState) -> None:
@@ -139,6 +142,7 @@ class Transaction:
             ThreadState.from_document(document, self.thread_id)
         except StateCorrupt as exc:
             raise ValueError("refusing to save an invalid thread state: %s" % exc.reason) from None
+        document["revision"] = self._revision + 1
         try:
             text = json.dumps(document, indent=2, sort_keys=True, allow_nan=False)
         except TypeError as exc:  # a non-JSON value inside an interrupt projection
@@ -147,12 +151,14 @@ class Transaction:
         if len(payload) > MAX_STATE_BYTES:
             raise StateWriteFailed("the thread state exceeds %d bytes" % MAX_STATE_BYTES)
         self._store._write_atomic(self._stem + ".json", payload)
+        self._revision += 1
         self.state = state.copy()
 
     def delete(self) -> None:
         """Remove the thread's document (its lock files stay: other holders may have them open)."""
         self._check_open()
-        self._store._unlink(self._stem + ".json")
+        self._store._unlink(self._stem + ".json", self._revision + 1)
+        self._revision += 1
         self.state = None
 
     def _check_open(self) -> None:
@@ -166,10 +172,21 @@ class ThreadStore:
     def __init__(self, state_dir: str, *, fsync: bool = True):
         self.state_dir = os.path.abspath(state_dir)
         self.threads_dir = os.path.join(self.state_dir, "threads")
+        self.journal_dir = os.path.join(self.state_dir, "journal")
+        self.max_state_bytes = MAX_STATE_BYTES
         self._fsync = fsync
+        self._journal: Optional[Journal] = Journal(self.journal_dir, self.threads_dir) if fsync else None
         self._mutex = threading.Lock()
+        self._recovery = threading.Lock()
         self._dirs_ready = False
+        self._recovered = False
         self._locks: Dict[str, List[Any]] = {}  # stem -> [lock, users, owner thread ident]
+
+    def close(self) -> None:
+        """Checkpoint and remove this store's journal (a clean stop leaves nothing for recovery to do)."""
+        if self._journal is not None:
+            with contextlib.suppress(OSError):
+                self._journal.close()
 
     def path_for(self, thread_id: str) -> str:
         """Where the thread's document lives (for diagnostics and tests)."""
@@ -179,24 +196,51 @@ class ThreadStore:
 
     def load(self, thread_id: str) -> Optional[ThreadState]:
         """The thread's state without locking (a replace is atomic, so the read is never torn)."""
-        return self._read(thread_id, thread_file_stem(thread_id))
+        self.recover()
+        return self._read(thread_id, thread_file_stem(thread_id))[0]
+
+    @_logs_failures("recovery")
+    def recover(self) -> None:
+        """Once per store, before anything is read: recover the journals of dead processes.
+
+        A state that an earlier process made durable may exist only in its journal (see
+        ``journal_recovery``); until that journal is applied no read of this directory can be trusted, so a
+        failure here is ``StateUnavailable`` and is retried by the next request.
+        """
+        if self._recovered:
+            return
+        with self._recovery:
+            if self._recovered:
+                return
+            try:
+                journal_recovery.recover(self)
+            except OSError as exc:
+                raise StateUnavailable("cannot recover the state journal: %s" % os_reason(exc)) from exc
+            self._recovered = True
 
     # -- read-modify-write --
 
     @contextlib.contextmanager
     def transaction(self, thread_id: str) -> Iterator[Transaction]:
         """Hold the thread's locks for a whole read-modify-write; raises StateUnavailable if unreadable."""
+        self.recover()
         stem = thread_file_stem(thread_id)
+        with self.thread_locked(stem):
+            txn = Transaction(self, thread_id, stem, *self._read(thread_id, stem))
+            try:
+                yield txn
+            finally:
+                txn._open = False
+
+    @contextlib.contextmanager
+    def thread_locked(self, stem: str) -> Iterator[None]:
+        """Both of a thread's locks: this process's threads and, through ``<stem>.lock``, other processes."""
         with self._thread_lock(stem):
             self._ensure_dirs()
             fd = self.lock_file(stem + ".lock", fcntl.LOCK_EX)
             assert fd is not None
             try:
-                txn = Transaction(self, thread_id, stem, self._read(thread_id, stem))
-                try:
-                    yield txn
-                finally:
-                    txn._open = False
+                yield
             finally:
                 os.close(fd)  # closing the descriptor drops the flock
 
@@ -204,6 +248,7 @@ class ThreadStore:
 
     def try_run_lease(self, thread_id: str) -> Optional[RunLease]:
         """Take the thread's run lease without waiting; None when anyone (any process or handle) holds it."""
+        self.recover()
         self._ensure_dirs()
         fd = self.lock_file(thread_file_stem(thread_id) + ".run", fcntl.LOCK_EX | fcntl.LOCK_NB)
         return None if fd is None else RunLease(thread_id, fd)
@@ -232,7 +277,7 @@ class ThreadStore:
             reason = str(exc)
             if isinstance(cause, OSError):
                 reason = "cannot create or open it: %s%s" % (
-                    _os_reason(cause), " at %s" % cause.filename if cause.filename else "")
+                    os_reason(cause), " at %s" % cause.filename if cause.filename else "")
             raise StateUnavailable("%s: %s" % (self.state_dir, reason)) from exc
         probe = os.path.join(self.threads_dir, ".probe-%d-%d" % (os.getpid(), threading.get_ident()))
         try:
@@ -246,7 +291,7 @@ class ThreadStore:
             os.unlink(probe)
         except OSError as exc:
             self._dirs_ready = False
-            raise StateUnavailable("%s: not writable: %s" % (self.state_dir, _os_reason(exc))) from exc
+            raise StateUnavailable("%s: not writable: %s" % (self.state_dir, os_reason(exc))) from exc
 
     def report_failure(self, operation: str, exc: BaseException) -> None:
         """Log a failed state operation with the directory and the reason (the HTTP answer names neither)."""
@@ -281,7 +326,7 @@ class ThreadStore:
             return
         with self._mutex:
             try:
-                _make_private_dirs(self.state_dir)
+                make_private_dirs(self.state_dir)
                 try:
                     os.mkdir(self.threads_dir, _DIR_MODE)
                 except FileExistsError:
@@ -336,11 +381,12 @@ class ThreadStore:
         return fd
 
     @_logs_failures("read")
-    def _read(self, thread_id: str, stem: str) -> Optional[ThreadState]:
+    def _read(self, thread_id: str, stem: str) -> Tuple[Optional[ThreadState], int]:
+        """The thread's state and the revision its file carries (0 for a file written before revisions)."""
         try:
             info = os.lstat(self.threads_dir)
         except FileNotFoundError:
-            return None
+            return None, 0
         except OSError as exc:
             raise StateUnavailable("cannot inspect the threads directory: %s" % exc) from exc
         if not stat.S_ISDIR(info.st_mode):
@@ -349,7 +395,7 @@ class ThreadStore:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except FileNotFoundError:
-            return None
+            return None, 0
         except OSError as exc:  # ELOOP for a symlink, EACCES, ...
             raise StateUnavailable("cannot open the thread state: %s" % exc) from exc
         try:
@@ -358,7 +404,7 @@ class ThreadStore:
                 raise StateUnavailable("the thread state is not a regular file")
             if info.st_size > MAX_STATE_BYTES:
                 raise StateUnavailable("the thread state exceeds %d bytes" % MAX_STATE_BYTES)
-            data = _read_at_most(fd, MAX_STATE_BYTES + 1)
+            data = read_at_most(fd, MAX_STATE_BYTES + 1)
         except OSError as exc:
             raise StateUnavailable("cannot read the thread state: %s" % exc) from exc
         finally:
@@ -366,131 +412,63 @@ class ThreadStore:
         if len(data) > MAX_STATE_BYTES:
             raise StateUnavailable("the thread state exceeds %d bytes" % MAX_STATE_BYTES)
         try:
-            document = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
-            return ThreadState.from_document(document, thread_id)
+            document = json.loads(data.decode("utf-8"), object_pairs_hook=unique_keys, parse_constant=no_constant)
+            return ThreadState.from_document(document, thread_id), document.get("revision", 0)
         except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError and StateCorrupt are ValueErrors
             raise StateUnavailable("the thread state is corrupt: %s" % exc) from exc
 
     @_logs_failures("write")
     def _write_atomic(self, name: str, payload: bytes) -> None:
+        """Make ``payload`` the file's document: durable in the journal first, then visible in the file.
+
+        The file is replaced without fsync: the journal record already survives a power loss, and the
+        checkpoint (or the next store's recovery) fsyncs the file later, off the request path.
+        """
         self._ensure_dirs_for_write()
-        final = os.path.join(self.threads_dir, name)
-        # One fixed temp name per thread: writes are serialised by the thread's lock, and a temp file left
-        # by a process killed mid-write is simply reused (truncated) by the next write instead of piling up.
-        temp: Optional[str] = os.path.join(self.threads_dir, ".%s.tmp" % name)
-        fd: Optional[int] = None
+        ticket = None
         try:
-            # O_NONBLOCK: a FIFO planted at the temp name must fail at once (ENXIO without a reader, the
-            # regular-file check below with one) instead of blocking this thread's writes forever.
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-                         _FILE_MODE)
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(errno.EINVAL, "the temporary state file is not a regular file")
-            os.fchmod(fd, _FILE_MODE)
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(fd, view):]
-            if self._fsync:
-                os.fsync(fd)
-            os.close(fd)
-            fd = None
-            _replace_with_retries(temp, final)
-            temp = None
-            if self._fsync:
-                _fsync_dir(self.threads_dir)
+            if self._journal is not None:
+                ticket = self._journal.commit({"k": PUT, "s": name[:-len(".json")]}, payload)
+            path = replace_file(self.threads_dir, name, payload, fsync=False)
         except OSError as exc:
+            if ticket is not None:
+                ticket.cancel()
             raise StateWriteFailed("cannot write the thread state: %s" % exc) from exc
-        finally:
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            if temp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp)
+        if ticket is not None:
+            ticket.finish(path)
 
     @_logs_failures("delete")
-    def _unlink(self, name: str) -> None:
+    def _unlink(self, name: str, revision: int) -> None:
+        """Remove the file: a tombstone record, then the unlink and a directory fsync (deletes are rare).
+
+        The tombstone outranks every older record of this thread in any journal recovered with it.  The
+        adapter itself never deletes a thread; the prune tool does, and it refuses a thread that any journal
+        still names, because a journal recovered after this store's tombstone was checkpointed away would
+        restore its older record onto the missing file.
+        """
+        ticket = None
         try:
+            if self._journal is not None:
+                ticket = self._journal.commit({"k": DELETE, "s": name[:-len(".json")], "r": revision})
             os.unlink(os.path.join(self.threads_dir, name))
             if self._fsync:
-                _fsync_dir(self.threads_dir)
+                fsync_dir(self.threads_dir)
         except FileNotFoundError:
             pass
         except OSError as exc:
+            if ticket is not None:
+                ticket.cancel()
+                ticket = None
             raise StateWriteFailed("cannot delete the thread state: %s" % exc) from exc
+        finally:
+            if ticket is not None:
+                ticket.finish(None)
 
     def _ensure_dirs_for_write(self) -> None:
         try:
             self._ensure_dirs()
         except StateUnavailable as exc:
             raise StateWriteFailed(str(exc)) from exc
-
-
-def _os_reason(exc: OSError) -> str:
-    name = errno.errorcode.get(exc.errno or 0, "")
-    return "%s (%s)" % (exc.strerror or exc, name) if name else str(exc.strerror or exc)
-
-
-def _make_private_dirs(path: str) -> None:
-    """Create ``path`` and missing parents as 0700, whatever the umask; existing directories keep their mode."""
-    missing = []
-    current = path
-    while not os.path.isdir(current):
-        missing.append(current)
-        parent = os.path.dirname(current)
-        if parent == current:
-            break
-        current = parent
-    for directory in reversed(missing):
-        try:
-            os.mkdir(directory, _DIR_MODE)
-        except FileExistsError:
-            continue
-        os.chmod(directory, _DIR_MODE)
-
-
-def _replace_with_retries(source: str, target: str) -> None:
-    for attempt in range(REPLACE_ATTEMPTS):
-        try:
-            os.replace(source, target)
-            return
-        except OSError:
-            if attempt == REPLACE_ATTEMPTS - 1:
-                raise
-            time.sleep(0.01 * (attempt + 1))
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _read_at_most(fd: int, limit: int) -> bytes:
-    chunks = []
-    remaining = limit
-    while remaining > 0:
-        chunk = os.read(fd, min(remaining, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
-
-
-def _unique_keys(pairs: List[Any]) -> Dict[str, Any]:
-    result: Dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError("duplicate key %r" % key)
-        result[key] = value
-    return result
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError("non-finite number %s" % name)
 
 
 __all__ = ["StateError", "StateUnavailable", "StateWriteFailed", "RunLease", "Transaction", "ThreadStore"]

@@ -1,0 +1,420 @@
+"""The store's write-ahead journal: one append and one shared fdatasync make a thread-state write durable.
+
+Why it exists: replacing a thread file durably costs a create, an fsync, a rename and a directory fsync,
+and the directory fsync grows dearer as the threads directory fills.  Instead each durable write first
+appends a checksummed record (the thread's file stem and the whole new document, or a tombstone) to this
+store's journal and waits for the journal's ``fdatasync``; the thread file is then replaced without any
+fsync.  Other processes see the new file at once through the page cache, a ``kill -9`` loses nothing (the
+kernel still writes the page cache out), and after a power loss ``journal_recovery`` rebuilds from the
+journal whatever thread file the crash lost or emptied.
+
+- Group commit: writers append under one mutex and then wait for a sync; the first waiter becomes the
+  leader and syncs everything appended so far, the others wait for it, so N concurrent writers share one
+  ``fdatasync``.
+- Two segments alternate.  When the active one passes ``CHECKPOINT_BYTES`` or has held records for
+  ``CHECKPOINT_SECONDS``, a background thread swaps them, fsyncs every thread file the old segment names and
+  the directory once, then empties the old segment (durably, so an emptied record can never come back and
+  restore a file that was removed since).  Appends never wait for those fsyncs; they wait only when the
+  active segment is ``HARD_SEGMENT_BYTES`` long while a checkpoint is still running, which bounds the journal.
+- The owner holds an exclusive ``flock`` on ``<id>.lock`` for the journal's lifetime.  A journal whose lock
+  can be taken has a dead owner: the next store to open recovers and removes it.  Each segment starts with a
+  header naming the boot it was written in, so recovery can tell a process crash (the page cache survived)
+  from an operating-system crash (it did not).
+- A failed append is cut back to the last whole record; a failed ``fdatasync`` poisons the journal (a retry
+  could report success for data already lost), so every later write fails closed until a reset has made
+  the thread files durable by fsync and started a fresh journal.
+"""
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import secrets
+import stat
+import struct
+import threading
+import time
+import zlib
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
+
+from iaccode_agui.state.files import FILE_MODE, fsync_dir, fsync_path, make_private_dirs, write_all
+from iaccode_agui.state.flocks import close_quietly
+
+CHECKPOINT_BYTES = 1 << 20
+CHECKPOINT_SECONDS = 1.0
+HARD_SEGMENT_BYTES = 4 * CHECKPOINT_BYTES
+SEGMENTS = (".0.wal", ".1.wal")
+LOCK_SUFFIX = ".lock"
+_HEAD = struct.Struct(">II")  # body length, CRC-32 of the body
+MAX_RECORD_BYTES = 16 << 20  # larger than any thread document plus its record header
+
+PUT = "put"
+DELETE = "del"
+CANCEL = "cancel"
+HEADER = "head"
+
+
+def boot_id() -> str:
+    """This boot's identity; a journal written in another boot has lived through an OS crash or a reboot."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            return handle.read().strip()
+    except OSError:
+        return "unknown"
+
+
+def encode(meta: Dict[str, Any], payload: bytes = b"") -> bytes:
+    """One record: length, CRC-32, then a JSON header line and the raw document bytes."""
+    body = json.dumps(meta, separators=(",", ":"), sort_keys=True).encode("utf-8") + b"\n" + payload
+    return _HEAD.pack(len(body), zlib.crc32(body)) + body
+
+
+def decode(data: bytes) -> Iterator[Tuple[Dict[str, Any], bytes]]:
+    """Every whole record in ``data``; stops at the first torn or corrupt one (the tail a crash left)."""
+    offset = 0
+    while offset + _HEAD.size <= len(data):
+        length, crc = _HEAD.unpack_from(data, offset)
+        body = data[offset + _HEAD.size:offset + _HEAD.size + length]
+        if length > MAX_RECORD_BYTES or len(body) != length or zlib.crc32(body) != crc:
+            return
+        head, _, payload = body.partition(b"\n")
+        try:
+            meta = json.loads(head.decode("utf-8"))
+        except ValueError:
+            return
+        if not isinstance(meta, dict):
+            return
+        yield meta, payload
+        offset += _HEAD.size + length
+
+
+def read_segment(path: str) -> Tuple[Optional[Dict[str, Any]], List[Tuple[Dict[str, Any], bytes]]]:
+    """A segment's header and records; a missing, special or headerless file reads as empty."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None, []
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None, []
+        records = list(decode(handle.read()))
+    if not records or records[0][0].get("k") != HEADER:
+        return None, []
+    return records[0][0], records[1:]
+
+
+class _Segment:
+    def __init__(self, path: str, fd: int, header: bytes):
+        self.path = path
+        self.fd = fd
+        self.header_size = len(header)
+        self.size = len(header)
+        self.inflight = 0
+        self.dirty: Set[str] = set()
+        self.first_record_at: Optional[float] = None
+
+
+class Ticket:
+    """A record made durable; the writer reports the file it then wrote (or that it gave up)."""
+
+    def __init__(self, journal: "Journal", segment: _Segment, seq: int, stem: str):
+        self._journal = journal
+        self._segment = segment
+        self._seq = seq
+        self._stem = stem
+
+    def finish(self, path: Optional[str]) -> None:
+        self._journal._finish(self._segment, path)
+
+    def cancel(self) -> None:
+        """The file write failed after the record was durable: void the record so recovery never applies it."""
+        with contextlib.suppress(OSError):
+            self._journal.commit({"k": CANCEL, "s": self._stem, "c": self._seq}, track=False)
+        self._journal._finish(self._segment, None)
+
+
+class Journal:
+    """This store's journal under ``directory``; opened on the first write, recovered by the next store."""
+
+    def __init__(self, directory: str, threads_dir: str):
+        self.directory = directory
+        self.threads_dir = threads_dir
+        self.owner_id = ""
+        self._cond = threading.Condition(threading.Lock())
+        self._lock_fd: Optional[int] = None
+        self._active: Optional[_Segment] = None
+        self._standby: Optional[_Segment] = None
+        self._appended = 0
+        self._synced = 0
+        self._syncing = False
+        self._checkpointing = False
+        self._broken: Optional[OSError] = None
+        self._closed = False
+        self._worker: Optional[threading.Thread] = None
+
+    # -- writing --
+
+    def commit(self, meta: Dict[str, Any], payload: bytes = b"", *, track: bool = True) -> Ticket:
+        """Append a record and return once it is durable (sharing one fdatasync with concurrent writers)."""
+        with self._cond:
+            segment, seq = self._append(meta, payload, wait_room=track)
+            if track:
+                segment.inflight += 1
+            try:
+                self._wait_synced(seq)
+            except BaseException:
+                if track:
+                    segment.inflight -= 1
+                    self._cond.notify_all()
+                raise
+        return Ticket(self, segment, seq, str(meta.get("s", "")))
+
+    def _append(self, meta: Dict[str, Any], payload: bytes, wait_room: bool) -> Tuple[_Segment, int]:
+        if self._broken is not None:
+            self._reset_locked()
+        if self._active is None:
+            self._open_locked()
+        # A cancel skips the wait: its writer still holds the old segment the checkpoint is waiting for.
+        while wait_room and self._checkpointing and self._active is not None \
+                and self._active.size >= HARD_SEGMENT_BYTES:
+            self._cond.wait()
+        segment = self._active
+        assert segment is not None
+        self._appended += 1
+        meta = dict(meta, q=self._appended)
+        record = encode(meta, payload)
+        try:
+            os.lseek(segment.fd, segment.size, os.SEEK_SET)
+            write_all(segment.fd, record)
+        except OSError:
+            self._appended -= 1
+            try:  # never leave a torn record in front of the next one
+                os.ftruncate(segment.fd, segment.size)
+            except OSError as cut:
+                self._broken = cut
+            raise
+        segment.size += len(record)
+        if segment.first_record_at is None:
+            segment.first_record_at = time.monotonic()
+        if segment.size >= CHECKPOINT_BYTES:
+            self._cond.notify_all()
+        return segment, self._appended
+
+    def _wait_synced(self, seq: int) -> None:
+        while self._synced < seq:
+            if self._broken is not None:
+                raise OSError(errno.EIO, "the state journal could not be synced: %s" % self._broken)
+            if self._syncing:
+                self._cond.wait()
+                continue
+            self._syncing = True
+            upto, fd = self._appended, self._active.fd  # type: ignore[union-attr]
+            failure: Optional[OSError] = None
+            self._cond.release()
+            try:
+                os.fdatasync(fd)
+            except OSError as exc:
+                failure = exc
+            finally:
+                self._cond.acquire()
+                self._syncing = False
+                self._cond.notify_all()
+            if failure is not None:
+                self._broken = failure
+                raise failure
+            self._synced = max(self._synced, upto)
+
+    def _finish(self, segment: _Segment, path: Optional[str]) -> None:
+        with self._cond:
+            if path is not None:
+                segment.dirty.add(path)
+            segment.inflight -= 1
+            self._cond.notify_all()
+
+    # -- opening and closing --
+
+    def _open_locked(self) -> None:
+        make_private_dirs(self.directory)
+        for _ in range(5):
+            owner = "%d-%s" % (os.getpid(), secrets.token_hex(6))
+            fd = _create_lock(os.path.join(self.directory, owner + LOCK_SUFFIX))
+            if fd is not None:
+                break
+        else:
+            raise OSError(errno.EAGAIN, "cannot take a journal lock")
+        segments = []
+        try:
+            header = encode({"k": HEADER, "boot": boot_id(), "pid": os.getpid(), "owner": owner})
+            for suffix in SEGMENTS:
+                path = os.path.join(self.directory, owner + suffix)
+                seg_fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                 FILE_MODE)
+                segments.append(_Segment(path, seg_fd, header))
+                write_all(seg_fd, header)
+                os.fdatasync(seg_fd)
+            fsync_dir(self.directory)
+        except BaseException:
+            for segment in segments:
+                close_quietly(segment.fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(segment.path)
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.directory, owner + LOCK_SUFFIX))
+            close_quietly(fd)
+            raise
+        self.owner_id, self._lock_fd = owner, fd
+        self._active, self._standby = segments
+        self._closed = False
+        if self._worker is None or not self._worker.is_alive():
+            self._worker = threading.Thread(target=self._checkpoint_loop, name="state-journal", daemon=True)
+            self._worker.start()
+
+    def close(self) -> None:
+        """Checkpoint everything and remove the journal (a clean stop leaves nothing to recover)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            while self._checkpointing:
+                self._cond.wait()
+            if self._active is not None:
+                self._retire_locked()
+
+    def _reset_locked(self) -> None:
+        """After a failed sync: make every file this journal names durable by fsync, then start afresh."""
+        failure = self._broken
+        try:
+            while self._checkpointing:
+                self._cond.wait()
+            if self._active is not None:
+                self._retire_locked()
+        except OSError:
+            raise OSError(errno.EIO, "the state journal is unusable: %s" % failure) from failure
+        self._broken = None
+
+    def _retire_locked(self) -> None:
+        segments = [s for s in (self._active, self._standby) if s is not None]
+        while any(s.inflight for s in segments):
+            self._cond.wait()
+        for path in sorted(set().union(*(s.dirty for s in segments))):
+            fsync_path(path)
+        fsync_dir(self.threads_dir)
+        for segment in segments:
+            os.unlink(segment.path)
+            close_quietly(segment.fd)
+        os.unlink(os.path.join(self.directory, self.owner_id + LOCK_SUFFIX))
+        fsync_dir(self.directory)
+        close_quietly(self._lock_fd)
+        self._lock_fd = self._active = self._standby = None
+        self._synced = self._appended
+
+    # -- checkpoints --
+
+    def _checkpoint_loop(self) -> None:
+        while True:
+            with self._cond:
+                old = self._next_checkpoint()
+                if old is None:
+                    return
+            try:
+                for path in sorted(old.dirty):
+                    fsync_path(path)
+                fsync_dir(self.threads_dir)
+                os.ftruncate(old.fd, old.header_size)
+                os.fdatasync(old.fd)
+            except OSError as exc:  # the old segment keeps its records; the reset fsyncs its files again
+                with self._cond:
+                    self._broken = exc
+                    self._checkpointing = False
+                    self._cond.notify_all()
+                continue
+            with self._cond:
+                old.size, old.dirty, old.first_record_at = old.header_size, set(), None
+                self._checkpointing = False
+                self._cond.notify_all()
+
+    def _next_checkpoint(self) -> Optional[_Segment]:
+        """Wait until the active segment is due, swap the segments and return the old one (None: stop)."""
+        while True:
+            active = self._active
+            if self._closed or active is None:
+                return None
+            if self._broken is None and active.first_record_at is not None and (
+                    active.size >= CHECKPOINT_BYTES
+                    or time.monotonic() - active.first_record_at >= CHECKPOINT_SECONDS):
+                break
+            self._cond.wait(CHECKPOINT_SECONDS / 4)
+        try:  # every record of the old segment is durable before appends move on
+            os.fdatasync(active.fd)
+        except OSError as exc:
+            self._broken = exc
+            return None if self._closed else self._next_checkpoint()
+        self._synced = self._appended
+        self._checkpointing = True
+        self._active, self._standby = self._standby, active
+        while active.inflight:
+            self._cond.wait()
+        return active
+
+
+def _create_lock(path: str) -> Optional[int]:
+    """Create and lock a fresh owner file; None if a recoverer removed it before the lock was taken."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    except FileExistsError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_nlink > 0:
+            return fd
+    except OSError:
+        pass
+    close_quietly(fd)
+    return None
+
+
+def journal_owners(directory: str) -> List[str]:
+    """Every owner id with a file in the journal directory."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    owners = set()
+    for name in names:
+        for suffix in SEGMENTS + (LOCK_SUFFIX,):
+            if name.endswith(suffix) and not name.startswith("."):
+                owners.add(name[:-len(suffix)])
+    return sorted(owners)
+
+
+class MentionScan:
+    """Which thread stems any journal in the directory (live or orphaned) still holds records for.
+
+    The prune tool asks this under a thread's locks before removing it: a removed file that a journal
+    still names would be restored by that journal's recovery after a power loss.  Segments are re-read
+    only when their size or identity changed since the last look.
+    """
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self._cache: Dict[str, Tuple[Tuple[int, int, int], Set[str]]] = {}
+
+    def mentions(self, stem: str) -> bool:
+        for owner in journal_owners(self.directory):
+            for suffix in SEGMENTS:
+                if stem in self._stems(os.path.join(self.directory, owner + suffix)):
+                    return True
+        return False
+
+    def _stems(self, path: str) -> Set[str]:
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            self._cache.pop(path, None)
+            return set()
+        key = (info.st_ino, info.st_size, info.st_mtime_ns)
+        cached = self._cache.get(path)
+        if cached is None or cached[0] != key:
+            _, records = read_segment(path)
+            cached = (key, {str(meta.get("s")) for meta, _ in records if meta.get("k") in (PUT, DELETE)})
+            self._cache[path] = cached
+        return cached[1]
