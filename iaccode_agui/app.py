@@ -27,7 +27,7 @@ from iaccode_agui.projection.events import PROTOCOL_VERSION
 from iaccode_agui.readiness import Readiness, probe_client, ready_response
 from iaccode_agui.runs.manager import RunManager
 from iaccode_agui.runs.stream import SSEBody, client_disconnect_probe
-from iaccode_agui.state.store import ThreadStore
+from iaccode_agui.state.store import StateError, ThreadStore
 
 log = logging.getLogger("iaccode_agui.app")
 access_log = logging.getLogger("iaccode_agui.access")
@@ -78,6 +78,8 @@ class AguiApp:
                                           read_timeout=settings.upstream_idle_timeout,
                                           pool_size=max(64, settings.max_active_runs or 0))
         self.store = store or ThreadStore(settings.state_dir)
+        with contextlib.suppress(StateError):  # logged by the store; the first request retries it
+            self.store.recover()  # a dead adapter's journal is applied and removed at start, not on a request
         self.manager = RunManager(settings, self.store, self.client, self.metrics)
         self._streams = Level()
         self.metrics.add_gauge("agui_active_runs", self.manager.active_count)
@@ -118,6 +120,7 @@ class AguiApp:
         self.manager.shutdown(timeout, cancel_wait)
         self.client.close()
         self.readiness.close()
+        self.store.close()
 
     def __call__(self, environ: Dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         started = time.monotonic()
