@@ -4,6 +4,7 @@ Everything a client can get wrong is answered here before any SSE byte, as ``{"e
 with the status from ``errors.ERRORS`` and a message in the request's language.  Once a run is admitted
 the response is an ``SSEBody`` that the WSGI server iterates in its own thread.
 """
+import contextlib
 import hmac
 import json
 import logging

@@ -16,7 +16,7 @@ import pytest
 
 from iaccode_agui import errors
 from iaccode_agui.serving import ServerThread
-from iaccode_agui.state import store as store_module
+from iaccode_agui.state import files as files_module
 from iaccode_agui.state.store import ThreadStore
 from iaccode_agui.upstream import free_loopback_port
 from tests.agui_checker import check_stream, parse_sse, types
@@ -260,7 +260,7 @@ def test_stalled_client_memory_is_bounded_and_close_cancels(adapter_factory, dem
 # ---- state directory failures ---------------------------------------------------------------------------
 def _fail_replace(monkeypatch, predicate=lambda payload: True):
     """Make the rename step of an atomic write fail with ENOSPC (a write failing mid-way)."""
-    real = store_module._replace_with_retries
+    real = files_module.replace_with_retries
     calls = {"failed": 0}
 
     def replace(source: str, target: str) -> None:
@@ -271,7 +271,7 @@ def _fail_replace(monkeypatch, predicate=lambda payload: True):
             raise OSError(errno.ENOSPC, "No space left on device")
         real(source, target)
 
-    monkeypatch.setattr(store_module, "_replace_with_retries", replace)
+    monkeypatch.setattr(files_module, "replace_with_retries", replace)
     return calls
 
 
@@ -350,7 +350,7 @@ def test_task_binding_write_failure_fails_closed(adapter, demo, monkeypatch):
 def test_every_write_after_admission_fails(adapter, demo, monkeypatch):
     """The disk dies right after admission: even the release is lost, yet the thread recovers afterwards."""
     admitted = {"done": False}
-    real = store_module._replace_with_retries
+    real = files_module.replace_with_retries
 
     def replace(source: str, target: str) -> None:
         if admitted["done"]:
@@ -358,7 +358,7 @@ def test_every_write_after_admission_fails(adapter, demo, monkeypatch):
         admitted["done"] = True
         real(source, target)
 
-    monkeypatch.setattr(store_module, "_replace_with_retries", replace)
+    monkeypatch.setattr(files_module, "replace_with_retries", replace)
     events = adapter.run(adapter.body("hello", thread="dead-disk"))
     assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "STATE_PERSISTENCE_FAILED"
     assert wait_for(lambda: run_threads() == [] and adapter.app.manager.active_count() == 0, 5)
@@ -440,6 +440,9 @@ def test_full_disk_then_recovery(adapter_factory, tiny_fs):
 def test_read_only_state_dir_then_recovery(adapter_factory, tiny_fs):
     adapter = adapter_factory(state_dir=os.path.join(tiny_fs, "state"))
     assert adapter.run(adapter.body("hello", thread="ro"))[-1]["type"] == "RUN_FINISHED"
+    # The store's journal keeps its files open for writing (Linux refuses a read-only remount then, as it
+    # does while a run holds its lease file); closing it checkpoints and removes it until the next write.
+    adapter.app.store.close()
     subprocess.run(["mount", "-o", "remount,ro", tiny_fs], check=True, capture_output=True)
     try:
         response = adapter.post(adapter.body("hello", thread="ro"))

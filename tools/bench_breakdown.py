@@ -2,7 +2,8 @@
 
 The adapter runs in this process (the same code the CLI serves, on waitress) against the bench's runtime,
 and a handful of its functions are wrapped with timers for the duration of the measurement: request
-parsing, schema validation, the admission transaction and each fsync inside it, the agent card, the
+parsing, schema validation, the admission transaction and the state journal's append and shared
+fdatasync inside it (with any fsync, on the request path or in the journal's checkpoint thread), the agent card, the
 upstream connect, the upstream call and its first frame, and the publication of ``RUN_STARTED``.  The
 client (in this process too, so one clock serves both sides) notes when the first byte, ``RUN_STARTED``
 and the first ``TEXT_MESSAGE_CONTENT`` arrive.  Each phase is reported as its start offset from the POST
@@ -13,6 +14,7 @@ import os
 import statistics
 import stat
 import tempfile
+import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib.parse import urlsplit
@@ -52,10 +54,18 @@ class Tracer:
 
 
 def _fsync_kind(fd: int) -> str:
+    if threading.current_thread().name == "state-journal":
+        return "checkpoint fsync (off the request path)"
     try:
         return "fsync (directory)" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync (file)"
     except OSError:
         return "fsync (file)"
+
+
+def _fdatasync_kind(fd: int) -> str:
+    if threading.current_thread().name == "state-journal":
+        return "checkpoint fsync (off the request path)"
+    return "journal fdatasync"
 
 
 def _install(tracer: Tracer) -> None:
@@ -67,6 +77,7 @@ def _install(tracer: Tracer) -> None:
     from iaccode_agui.runs.channel import RunChannel
     from iaccode_agui.runs.manager import RunManager
     from iaccode_agui.runs.worker import RunWorker
+    from iaccode_agui.state.journal import Journal
     from iaccode_agui.state.store import ThreadStore
 
     tracer.wrap(app_module.AguiApp, "__call__", "app called")
@@ -74,6 +85,8 @@ def _install(tracer: Tracer) -> None:
     tracer.wrap(inputs, "parse_run_request", "schema + cwd checks")
     tracer.wrap(RunManager, "_admit", "admission transaction")
     tracer.wrap(ThreadStore, "_write_atomic", "  state file write")
+    tracer.wrap(Journal, "commit", "    journal append + group sync")
+    tracer.wrap(os, "fdatasync", "fdatasync", classify=_fdatasync_kind)
     tracer.wrap(os, "fsync", "fsync", classify=_fsync_kind)
     tracer.wrap(A2AClient, "agent_card", "agent card GET")
     tracer.wrap(RunWorker, "start", "worker thread start")
@@ -144,7 +157,8 @@ def _timeline(spans: List[Span], arrivals: _Arrivals) -> Dict[str, Tuple[float, 
 
 
 ORDER = ("app called", "body read + JSON parse", "schema + cwd checks", "agent card GET", "admission transaction",
-         "  state file write", "fsync (file)", "fsync (directory)", "worker thread start", "RUN_STARTED published",
+         "  state file write", "    journal append + group sync", "journal fdatasync", "fsync (file)",
+         "fsync (directory)", "checkpoint fsync (off the request path)", "worker thread start", "RUN_STARTED published",
          "first byte at the client", "RUN_STARTED at the client", "upstream TCP connect",
          "upstream POST -> response headers", "first upstream frame", "first TEXT_MESSAGE_CONTENT at the client")
 
@@ -177,7 +191,7 @@ def measure(runtime_url: str, token: str, cwd: str, runs: int = 15, text: str = 
                 failures += 1
             spans = list(tracer.spans)
             timelines.append(_timeline(spans, arrivals))
-            for label in ("fsync (file)", "fsync (directory)", "upstream TCP connect"):
+            for label in ("journal fdatasync", "fsync (file)", "fsync (directory)", "upstream TCP connect"):
                 before_first = [s for s in spans if s[0] == label and (arrivals.run_started is None
                                                                        or s[2] <= arrivals.run_started)]
                 counts.setdefault(label + " before RUN_STARTED", []).append(len(before_first))
