@@ -257,3 +257,36 @@ def test_revisions_grow_across_processes_and_old_files_count_as_zero(tmp_path):
     assert '"revision": 2' in open(path).read()
     first.close()
     second.close()
+
+
+def test_a_symlinked_journal_directory_is_refused(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    store = ThreadStore(str(tmp_path / "state"))
+    os.makedirs(store.state_dir)
+    os.symlink(str(elsewhere), store.journal_dir)
+    from iaccode_agui.state.store import StateWriteFailed
+    with pytest.raises(StateWriteFailed, match="not a real directory"):
+        save(store, "t", 1)
+    assert os.listdir(str(elsewhere)) == [] and store.load("t") is None
+
+
+def test_a_forked_child_writes_its_own_journal(tmp_path):
+    store = ThreadStore(str(tmp_path / "state"))
+    save(store, "parent", 1)
+    parent_files = journal_files(store.journal_dir)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        try:
+            save(store, "child", 1)
+            os._exit(0 if len(journal_files(store.journal_dir)) == 6 else 3)
+        except BaseException:
+            os._exit(4)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    save(store, "parent", 2)  # the parent's journal is intact after the child's writes
+    assert set(parent_files) <= set(journal_files(store.journal_dir))
+    ThreadStore(str(tmp_path / "state")).recover()  # the dead child's journal
+    assert journal_files(store.journal_dir) == parent_files
+    assert store.load("child").execution.pipeline_sequence == 1
+    store.close()

@@ -140,6 +140,7 @@ class Journal:
         self.directory = directory
         self.threads_dir = threads_dir
         self.owner_id = ""
+        self._pid = os.getpid()
         self._cond = threading.Condition(threading.Lock())
         self._lock_fd: Optional[int] = None
         self._active: Optional[_Segment] = None
@@ -156,8 +157,10 @@ class Journal:
 
     def commit(self, meta: Dict[str, Any], payload: bytes = b"", *, track: bool = True) -> Ticket:
         """Append a record and return once it is durable (sharing one fdatasync with concurrent writers)."""
+        if self._pid != os.getpid():
+            self._forget_parent()
         with self._cond:
-            segment, seq = self._append(meta, payload, wait_room=track)
+            segment, seq = self._append(meta, payload, writer=track)
             if track:
                 segment.inflight += 1
             try:
@@ -169,13 +172,15 @@ class Journal:
                 raise
         return Ticket(self, segment, seq, str(meta.get("s", "")))
 
-    def _append(self, meta: Dict[str, Any], payload: bytes, wait_room: bool) -> Tuple[_Segment, int]:
+    def _append(self, meta: Dict[str, Any], payload: bytes, writer: bool) -> Tuple[_Segment, int]:
         if self._broken is not None:
+            if not writer:  # a cancel: the reset would wait for the cancelling writer itself
+                raise OSError(errno.EIO, "the state journal could not be synced: %s" % self._broken)
             self._reset_locked()
         if self._active is None:
             self._open_locked()
         # A cancel skips the wait: its writer still holds the old segment the checkpoint is waiting for.
-        while wait_room and self._checkpointing and self._active is not None \
+        while writer and self._checkpointing and self._active is not None \
                 and self._active.size >= HARD_SEGMENT_BYTES:
             self._cond.wait()
         segment = self._active
@@ -233,8 +238,28 @@ class Journal:
 
     # -- opening and closing --
 
+    def _forget_parent(self) -> None:
+        """In a child of ``fork()``: the parent's journal, descriptors and lock are the parent's, not ours.
+
+        Appending to them from two processes would interleave records at the same offsets, so the child
+        drops the inherited state (its lock may have been held by a parent thread at the fork) and opens
+        its own journal on its first write.
+        """
+        for fd in [s.fd for s in (self._active, self._standby) if s is not None] + [self._lock_fd]:
+            if fd is not None:
+                close_quietly(fd)
+        self.__init__(self.directory, self.threads_dir)  # type: ignore[misc]
+
+    def open(self) -> None:
+        if self._pid != os.getpid():
+            self._forget_parent()
+        with self._cond:
+            if self._active is None:
+                self._open_locked()
+
     def _open_locked(self) -> None:
         make_private_dirs(self.directory)
+        require_real_dir(self.directory)
         for _ in range(5):
             owner = "%d-%s" % (os.getpid(), secrets.token_hex(6))
             fd = _create_lock(os.path.join(self.directory, owner + LOCK_SUFFIX))
@@ -370,6 +395,12 @@ def _create_lock(path: str) -> Optional[int]:
         pass
     close_quietly(fd)
     return None
+
+
+def require_real_dir(directory: str) -> None:
+    """Refuse a journal directory that is a symlink or not a directory, as the store refuses its own."""
+    if not stat.S_ISDIR(os.lstat(directory).st_mode):
+        raise OSError(errno.ENOTDIR, "the journal directory is not a real directory", directory)
 
 
 def journal_owners(directory: str) -> List[str]:

@@ -135,6 +135,7 @@ def recover(store) -> int:  # type: ignore[no-untyped-def]
     directory = store.journal_dir
     if not wal.journal_owners(directory):
         return 0
+    wal.require_real_dir(directory)
     guard = os.open(os.path.join(directory, ".recovery"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
                     FILE_MODE)
     try:
