@@ -373,9 +373,9 @@ def test_hostile_ids_work_or_are_invalid_and_stay_inside_the_state_dir(tmp_path,
             path = os.path.realpath(env.app.store.path_for(thread))
             assert os.path.dirname(path) == threads_dir and os.path.isfile(path), (value[:40], path)
             assert env.app.store.load(thread).thread_id == thread
-        # Thread files, run logs and the process registry: every file stays in its own state subdirectory.
+        # Thread files, their journal, run logs and the process registry: every file stays in its own state subdirectory.
         inside = [os.path.realpath(os.path.join(env.state_dir, name)) + os.sep for name in ("threads", "runs",
-                                                                                           "processes")]
+                                                                                           "processes", "journal")]
         for path in _files_under(str(tmp_path)):
             real = os.path.realpath(path)
             assert any(real.startswith(root) for root in inside) or real.startswith(env.workspace + os.sep), real
