@@ -81,7 +81,6 @@ class AguiApp:
         self.store = store or ThreadStore(settings.state_dir)
         with contextlib.suppress(StateError):  # logged by the store; the first request retries it
             self.store.recover()  # a dead adapter's journal is applied and removed at start, not on a request
-            self.store.open_journal()  # so the first request does not pay for creating it
         self.manager = RunManager(settings, self.store, self.client, self.metrics)
         self._streams = Level()
         self.metrics.add_gauge("agui_active_runs", self.manager.active_count)

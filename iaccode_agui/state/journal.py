@@ -250,13 +250,6 @@ class Journal:
                 close_quietly(fd)
         self.__init__(self.directory, self.threads_dir)  # type: ignore[misc]
 
-    def open(self) -> None:
-        if self._pid != os.getpid():
-            self._forget_parent()
-        with self._cond:
-            if self._active is None:
-                self._open_locked()
-
     def _open_locked(self) -> None:
         make_private_dirs(self.directory)
         require_real_dir(self.directory)

@@ -182,16 +182,6 @@ class ThreadStore:
         self._recovered = False
         self._locks: Dict[str, List[Any]] = {}  # stem -> [lock, users, owner thread ident]
 
-    @_logs_failures("journal")
-    def open_journal(self) -> None:
-        """Create this store's journal now rather than on the first write (which would pay for it)."""
-        if self._journal is not None:
-            try:
-                self._ensure_dirs()
-                self._journal.open()
-            except OSError as exc:
-                raise StateWriteFailed("cannot open the state journal: %s" % os_reason(exc)) from exc
-
     def close(self) -> None:
         """Checkpoint and remove this store's journal (a clean stop leaves nothing for recovery to do)."""
         if self._journal is not None:
