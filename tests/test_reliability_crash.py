@@ -218,4 +218,4 @@ def test_orphan_still_cancelled_when_the_recovering_adapter_dies_too(adapter_pro
     adapter_proc.start()
     after = client.run(client.body("twice", "third message"))
     assert after.status == 200 and after.final["type"] == "RUN_FINISHED", (after.status, after.code)
-    assert wait_for(lambda: demo.runtime.store.get(orphan).terminal, 2), "the orphaned task is still running"
+    assert wait_for(lambda: demo.runtime.store.get(orphan).terminal, 10), "the orphaned task is still running"
