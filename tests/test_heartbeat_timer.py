@@ -219,3 +219,40 @@ def test_a_forked_child_times_its_streams_with_a_thread_of_its_own():
         os.waitpid(pid, 0)
         os.close(read_end)
         parent.cancel(running)
+
+
+def test_a_heartbeat_a_busy_queue_could_not_take_is_offered_again_a_tick_later():
+    """The timer never waits on a stream's lock; a refused heartbeat comes again long before the interval."""
+    import time
+
+    offset = [0.0]
+    timer = HeartbeatTimer(clock=lambda: time.monotonic() + offset[0])
+    answers = [False, False, True]
+    offered = []
+
+    def post(item):
+        offered.append(item)
+        return answers.pop(0) if answers else True
+
+    timer.register(60.0, 1000.0, None, post)
+    offset[0] = 60.0                      # the stream has now been silent for its whole interval
+    timer.ensure_running()                # (wakes the thread so it sees the new time)
+    # Without the retry the second offer would come an interval (60 s) after the first.
+    assert wait_for(lambda: len(offered) >= 3, 10), offered
+    assert offered[:3] == [BEAT, BEAT, BEAT]
+
+
+def test_a_marker_is_offered_without_waiting_and_wakes_a_waiting_reader():
+    queue = FrameQueue(1, max_bytes=4)
+    assert queue.put(b"full", 0)
+    assert queue.offer_marker(BEAT)               # past both bounds: a marker has no bytes
+    assert queue.take(0) == [b"full", BEAT]
+    with queue._cond:                             # another thread is at work on the queue
+        assert not queue.offer_marker(BEAT)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(queue.take(10)))
+    reader.start()
+    assert wait_for(lambda: queue._reader_waiting, 10)
+    assert queue.offer_marker(BEAT)
+    reader.join(10)
+    assert got == [[BEAT]]

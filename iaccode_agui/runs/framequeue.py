@@ -89,6 +89,23 @@ class FrameQueue:
             self._items.append(item)
             self._cond.notify_all()
 
+    def offer_marker(self, item: Any) -> bool:
+        """Append a marker (no bytes, past the bounds) only if the lock is free right now; False if not.
+
+        For the one heartbeat timer of the process, which must never wait on one stream's lock: a busy
+        lock means the stream's threads are at work on it anyway, and the timer offers it again later.
+        """
+        if not self._cond.acquire(False):
+            return False
+        try:
+            self._items.append(item)
+            if self._reader_waiting:
+                self._reader_waiting = False
+                self._cond.notify()
+            return True
+        finally:
+            self._cond.release()
+
     def take(self, timeout: float) -> List[Any]:
         """Everything queued (possibly after waiting up to ``timeout``); [] when nothing came."""
         with self._cond:

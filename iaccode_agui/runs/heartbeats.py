@@ -37,7 +37,7 @@ class Entry:
     __slots__ = ("interval", "poll", "gone", "post", "last", "alive")
 
     def __init__(self, interval: float, poll: float, gone: Optional[Callable[[], bool]],
-                 post: Callable[[Any], None], now: float) -> None:
+                 post: Callable[[Any], Optional[bool]], now: float) -> None:
         self.interval = interval
         self.poll = poll
         self.gone = gone
@@ -126,12 +126,17 @@ class HeartbeatTimer:
         # thousand streams opening at once do not queue on one (they did: 600 threads in a dump at once).
         self._pending: Deque[Entry] = collections.deque()
         self._wake_at = math.inf   # when the thread looks next; a stream due earlier must wake it
+        # Streams whose queue was busy when their heartbeat was due: offered again one tick later.  The
+        # thread never waits for a stream's lock: under load a lock held by a thread that is itself waiting
+        # for the interpreter lock would make the one timer thread wait in line once per stream.
+        self._retry: List[Entry] = []
         self.passes = 0   # timer passes that found work (for tests and curiosity)
 
     def register(self, interval: float, poll: float, gone: Optional[Callable[[], bool]],
-                 post: Callable[[Any], None]) -> Entry:
+                 post: Callable[[Any], Optional[bool]]) -> Entry:
         """Start timing one stream: ``post(BEAT)`` after ``interval`` s without a write, ``post(GONE)`` once
-        ``gone()`` (asked every ``poll`` s) says the client left."""
+        ``gone()`` (asked every ``poll`` s) says the client left.  ``post`` must not block; it returns
+        False when it could not take the marker at once (the heartbeat is offered again a tick later)."""
         entry = Entry(interval, poll, gone, post, self._clock())
         self._pending.append(entry)
         first = entry.last + (min(interval, poll) if gone is not None else interval)
@@ -159,8 +164,11 @@ class HeartbeatTimer:
         while True:
             beats, probes = self._next_pass()
             self.passes += 1
-            for entry in beats:
-                _deliver(entry, BEAT)
+            retry, self._retry = self._retry, []
+            now = self._clock()
+            for entry in beats + [e for e in retry if e.alive and now - e.last >= e.interval - TICK]:
+                if _deliver(entry, BEAT) is False:
+                    self._retry.append(entry)
             for entry in probes:
                 if _client_gone(entry):
                     self.cancel(entry)
@@ -182,9 +190,13 @@ class HeartbeatTimer:
                 if wake is not None and wake <= now:
                     self._wake_at = now   # busy with this pass: it looks again right after
                     return schedule.due(now)
+                if self._retry:
+                    wake = now + TICK if wake is None else min(wake, now + TICK)
                 self._wake_at = math.inf if wake is None else wake
                 if not pending:
-                    self._cond.wait(None if wake is None else wake - now)
+                    self._cond.wait(None if wake is None else max(0.0, wake - now))
+                    if self._retry:
+                        return schedule.due(self._clock())
 
 
 def _client_gone(entry: Entry) -> bool:
@@ -195,12 +207,14 @@ def _client_gone(entry: Entry) -> bool:
         return True
 
 
-def _deliver(entry: Entry, item: Any) -> None:
+def _deliver(entry: Entry, item: Any) -> Optional[bool]:
+    """Hand ``item`` to the stream; False when its queue was busy (the caller offers it again)."""
     try:
-        entry.post(item)
+        return entry.post(item)
     except Exception:   # one broken stream must not stop the timer of all the others; it is dropped
         Schedule.cancel(entry)
         log.exception("could not post a heartbeat marker to a stream; it gets no more heartbeats")
+        return None
 
 
 _shared: Optional[HeartbeatTimer] = None

@@ -95,13 +95,16 @@ class SSEBody:
         finally:
             self._timer.cancel(entry)
 
-    def _post(self, item: object) -> None:
+    def _post(self, item: object) -> bool:
         """The timer's hand-off: a gone client is always told; a heartbeat only to a stream with nothing
-        queued (anything queued is written soon anyway).  Markers go in past the queue's bounds (no bytes,
-        at most one heartbeat waiting), so the timer never waits on a full queue."""
+        queued (anything queued is written soon anyway), and only if the queue's lock is free at once
+        (False: the timer offers it again a tick later).  Markers go in past the queue's bounds (no
+        bytes, at most one heartbeat waiting), so the timer never waits on a full queue."""
         queue = self._sub.queue
-        if item is GONE or not queue.qsize():
+        if item is GONE:
             queue.put_final(item)
+            return True
+        return bool(queue.qsize()) or queue.offer_marker(item)
 
     def close(self) -> None:
         if self._closed:
