@@ -28,6 +28,11 @@ BEAT = object()   # posted on a stream's queue: silent for its interval, write a
 GONE = object()   # posted on a stream's queue: the client went away
 TICK = 0.025      # due times are rounded up to this (s): at most this much later, many streams per pass
 HEARTBEAT, PROBE = 0, 1
+COMPACT_MIN = 256   # a heap this short is never swept: its ended streams' slots cost next to nothing
+
+
+def _ignore(item: Any) -> None:
+    """What a cancelled entry posts to (the timer may still be handing it a marker when it is cancelled)."""
 
 
 class Entry:
@@ -65,22 +70,39 @@ class Schedule:
     def __init__(self) -> None:
         self._heap: List[Tuple[int, int, int, Entry]] = []
         self._seq = itertools.count()
+        self._compact_at = COMPACT_MIN   # heap length at which the slots of ended streams are swept out
 
     def __len__(self) -> int:
         return len(self._heap)
 
     def add(self, entry: Entry) -> None:
+        if len(self._heap) >= self._compact_at:
+            self._compact()
         self._push(entry.last + entry.interval, HEARTBEAT, entry)
         if entry.gone is not None:
             self._push(entry.last + entry.poll, PROBE, entry)
 
     @staticmethod
     def cancel(entry: Entry) -> None:
-        """Forget a stream (ended, cancelled, client gone); its heap slots are dropped when they come up."""
-        entry.alive = False
+        """Forget a stream (ended, cancelled, client gone); its heap slots are dropped when they come up.
 
-    def _push(self, when: float, kind: int, entry: Entry) -> None:
-        heapq.heappush(self._heap, (_tick_at_or_after(when), next(self._seq), kind, entry))
+        The entry lets go of the stream's callbacks now: a slot can stay in the heap for a whole interval,
+        and through them it would keep the ended stream's body, queue and run alive that long."""
+        entry.alive = False
+        entry.post = _ignore
+        entry.gone = None
+
+    def _compact(self) -> None:
+        """Drop the slots of ended streams: many short streams would otherwise leave the heap about
+        (streams per second x interval) long, whatever the number of streams still open."""
+        self._heap = [slot for slot in self._heap if slot[3].alive]
+        heapq.heapify(self._heap)
+        self._compact_at = max(COMPACT_MIN, 2 * len(self._heap))
+
+    def _push(self, when: float, kind: int, entry: Entry, after: int = -1) -> None:
+        """``after``: a slot popped at that tick comes back in a later one, however short the interval
+        (else ``due`` would pop it again in the same pass, forever)."""
+        heapq.heappush(self._heap, (max(_tick_at_or_after(when), after + 1), next(self._seq), kind, entry))
 
     def next_due(self) -> Optional[float]:
         """When the earliest slot comes up (None: no stream at all); dead slots are dropped first."""
@@ -105,12 +127,12 @@ class Schedule:
                 continue
             if kind == PROBE:
                 probes.append(entry)
-                self._push(now + entry.poll, PROBE, entry)
+                self._push(now + entry.poll, PROBE, entry, limit)
             elif entry.last + entry.interval > now + TICK / 2:
-                self._push(entry.last + entry.interval, HEARTBEAT, entry)
+                self._push(entry.last + entry.interval, HEARTBEAT, entry, limit)
             else:
                 beats.append(entry)
-                self._push(now + entry.interval, HEARTBEAT, entry)
+                self._push(now + entry.interval, HEARTBEAT, entry, limit)
         return beats, probes
 
 
@@ -171,8 +193,8 @@ class HeartbeatTimer:
                     self._retry.append(entry)
             for entry in probes:
                 if _client_gone(entry):
+                    _deliver(entry, GONE)   # before the cancel: that lets go of ``post``
                     self.cancel(entry)
-                    _deliver(entry, GONE)
 
     def _next_pass(self) -> Tuple[List[Entry], List[Entry]]:
         """Wait for the next due slot and pop everything due then.
@@ -200,8 +222,9 @@ class HeartbeatTimer:
 
 
 def _client_gone(entry: Entry) -> bool:
+    gone = entry.gone   # once: a cancel from the stream's thread may clear it meanwhile
     try:
-        return bool(entry.gone is not None and entry.gone())
+        return bool(gone is not None and gone())
     except Exception:   # a probe that cannot answer has lost its client
         log.exception("disconnect probe failed; treating the client as gone")
         return True
