@@ -118,8 +118,10 @@ class ServerThread:
                                     **adjustments)
         if send_buffer:
             # Set on every accepted connection.  The kernel doubles the value it is given (its own
-            # bookkeeping), so half of it lands on about ``send_buffer``.
-            option = (socket.SOL_SOCKET, socket.SO_SNDBUF, max(4096, send_buffer // 2))
+            # bookkeeping), so half of it lands on about ``send_buffer``.  The option is a C int (and the
+            # kernel caps it far lower anyway): a larger value raised on every accept, which closed the
+            # listening socket.
+            option = (socket.SOL_SOCKET, socket.SO_SNDBUF, min(max(4096, send_buffer // 2), 2 ** 31 - 1))
             self.server.adj.socket_options = list(Adjustments.socket_options) + [option]  # type: ignore[attr-defined]
         self.control = ThreadedTaskDispatcher()
         self.control.set_thread_count(CONTROL_THREADS)
