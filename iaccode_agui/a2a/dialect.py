@@ -32,6 +32,8 @@ _ALIBABA_TO_METADATA = (
 SUCCESS_STATES = frozenset({"completed", "input-required"})
 FAILED_STATES = frozenset({"failed", "rejected", "auth-required"})
 TERMINAL_STATES = frozenset({"completed", "failed", "rejected", "canceled"})
+# The roles of a message the agent sent (a tuple: a role of any type, even an unhashable one, is compared).
+AGENT_ROLES = (None, "ROLE_AGENT", "agent", "ROLE_UNSPECIFIED")
 
 
 def context_id_for(thread_id: str) -> str:
@@ -129,8 +131,7 @@ def iac_code_metadata(obj: Dict[str, Any]) -> Dict[str, Any]:
 def is_agent_message(message: Any) -> bool:
     if not isinstance(message, dict):
         return False
-    role = message.get("role")
-    return role in (None, "ROLE_AGENT", "agent", "ROLE_UNSPECIFIED")
+    return message.get("role") in AGENT_ROLES
 
 
 def message_text(message: Any) -> str:

@@ -25,7 +25,7 @@ from iaccode_agui.projection.effects import (BindSession, BindTask, CommitInterr
 from iaccode_agui.projection.events import Event
 from iaccode_agui.projection.pipeline import PipelineMapper
 from iaccode_agui.projection.spans import SpanTracker
-from iaccode_agui.projection.states import BOUNDARY, FAILED, TERMINAL_STEP, Inputs, Outcome, Step, TaskState
+from iaccode_agui.projection.states import BOUNDARY, FAILED, READ_ON_SPELLINGS, TERMINAL_STEP, Inputs, Outcome, Step, TaskState
 from iaccode_agui.projection.textreplay import digests_of, new_suffix
 from iaccode_agui.projection.usage import UsageLedger
 from iaccode_agui.state.model import Execution, PendingInterrupt
@@ -59,6 +59,7 @@ class RunProjector:
         self._pipeline_sessions_checked = 0
         self.answering: Set[str] = set()       # resume answers not yet sent: their inputs are expected
         self.delivering = False                # a resume is sending answers: a disconnect keeps them pending
+        self.quick = True                      # text deltas of an open message skip the general path
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def start(self) -> List[Output]:
@@ -163,6 +164,10 @@ class RunProjector:
     def feed(self, result: Any, *, with_text: bool = True, history_text: bool = False) -> List[Output]:
         if self.done:
             return []
+        if with_text and self.quick:
+            event = self._text_delta(result)
+            if event is not None:
+                return [event]
         try:
             return self._feed(result, with_text, history_text)
         except ProtocolViolation as exc:
@@ -198,6 +203,47 @@ class RunProjector:
         elif kind == "message":
             out.extend(self._message(obj, with_text))
         return out
+
+    def _text_delta(self, result: Any) -> Optional[Event]:
+        """The one event of a frame that only continues the open message with more text, else None.
+
+        Nearly every frame of a stream is such a delta, and the general path would spend dozens of calls
+        on it to conclude what these checks conclude directly: a status update (no task snapshot beside
+        it) for the same task, context and (confirmed) session, no other ``iac_code`` metadata, a state that
+        reads on, one text part of an agent message that is already open, no reasoning span open, no
+        resume replay check pending.  Anything else, a missing key included, returns None and takes the
+        general path; a test drives both paths over the same frames.
+        """
+        try:
+            obj = result["statusUpdate"]
+            status = obj["status"]
+            message = status["message"]
+            parts = message["parts"]
+            iac = obj["metadata"]["iac_code"]
+            text = parts[0]["text"]
+            source_id = message["messageId"]
+            if result.__class__ is not dict or "task" in result or obj.__class__ is not dict \
+                    or status.__class__ is not dict or message.__class__ is not dict \
+                    or parts.__class__ is not list or len(parts) != 1 or parts[0].__class__ is not dict \
+                    or text.__class__ is not str or not text or source_id.__class__ is not str or not source_id:
+                return None
+            if obj["taskId"] != self.task_id or obj["contextId"] != self.ctx.context_id or self.answering \
+                    or message.get("role") not in dialect.AGENT_ROLES \
+                    or (self.ctx.resume and source_id not in self._replay_checked):
+                return None
+            if iac and (iac.__class__ is not dict or len(iac) != 1 or not self.session_confirmed
+                        or iac["iacCodeSessionId"] != self.session_id):
+                return None
+            raw = status["state"]
+            state = READ_ON_SPELLINGS.get(raw) if raw.__class__ is str else None
+        except (KeyError, IndexError, TypeError):
+            return None
+        if state is None:
+            return None
+        event = self.spans.continue_text(source_id, text)
+        if event is not None:
+            self.last_state = state
+        return event
 
     def _artifact(self, obj: Dict[str, Any]) -> List[Output]:
         artifact = obj.get("artifact")

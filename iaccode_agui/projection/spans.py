@@ -39,10 +39,9 @@ class SpanTracker:
     # ---- text ---------------------------------------------------------------------------------
     def text(self, source_id: str, delta: str, *, exclusive: bool = True) -> List[Event]:
         """Append ``delta`` to message ``source_id``; ``exclusive`` closes other open messages first."""
-        out: List[Event] = []
         if not delta:
-            return out
-        out.extend(self.close_reasoning())
+            return []
+        out = self.close_reasoning()
         agui_id = self._text_ids.get(source_id)
         if agui_id is None:
             if exclusive:
@@ -52,11 +51,22 @@ class SpanTracker:
             self._text_order.append(source_id)
             self.text_buffers.setdefault(source_id, [])
             out.append(ev.text_start(agui_id))
+        out.append(self._content(source_id, agui_id, delta))
+        return out
+
+    def continue_text(self, source_id: str, delta: str) -> Optional[Event]:
+        """The one event ``text`` emits for ``delta`` when message ``source_id`` is open and no reasoning
+        span is (nearly every delta of a stream); None, with nothing changed, in any other case."""
+        agui_id = self._text_ids.get(source_id)
+        if agui_id is None or self._reasoning_id is not None:
+            return None
+        return self._content(source_id, agui_id, delta)
+
+    def _content(self, source_id: str, agui_id: str, delta: str) -> Event:
         self.current_text = source_id
         self.text_buffers[source_id].append(delta)
         self.emitted_text = True
-        out.append(ev.text_content(agui_id, delta))
-        return out
+        return ev.text_content(agui_id, delta)
 
     def open_text_id(self) -> Optional[str]:
         if self.current_text is not None:

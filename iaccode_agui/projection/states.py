@@ -96,3 +96,15 @@ for _state in (TaskState.WORKING, TaskState.UNSEEN):
     BOUNDARY.update({(_state, Inputs.FRESH): Step.INTERRUPT, (_state, Inputs.KNOWN): Step.READ_ON,
                       (_state, Inputs.NONE): Step.READ_ON})
 TERMINAL_STEP = {TaskState.COMPLETED: Step.SUCCEED, TaskState.CANCELED: Step.CANCEL}
+
+
+def _reads_on(state: TaskState) -> bool:
+    """A frame in this state, without inputs, neither fails, ends nor interrupts the run."""
+    return state not in FAILED and state not in TERMINAL_STEP and BOUNDARY.get((state, Inputs.NONE)) is Step.READ_ON
+
+
+# The runtime's spellings of the states a streamed delta is sent in, for which ``_reads_on`` holds (the
+# projection's shortcut for text deltas looks the raw value up here; any other spelling takes the rules).
+READ_ON_SPELLINGS: Dict[str, TaskState] = {
+    raw: TaskState.of(raw) for raw in ("TASK_STATE_WORKING", "TASK_STATE_SUBMITTED", "working", "submitted")
+    if _reads_on(TaskState.of(raw))}

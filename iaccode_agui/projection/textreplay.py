@@ -9,7 +9,9 @@ from typing import Iterable, Set
 
 
 def text_digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # ``surrogatepass``: a lone surrogate (JSON can carry one) must not crash the run; any other text
+    # hashes exactly as plain UTF-8, so digests already stored keep matching.
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def new_suffix(text: str, known_digests: Set[str]) -> str:
@@ -20,7 +22,7 @@ def new_suffix(text: str, known_digests: Set[str]) -> str:
     best = 0
     # Hash character by character (UTF-8 encoded) so each prefix digest costs O(1) extra work.
     for index, char in enumerate(text, start=1):
-        hasher.update(char.encode("utf-8"))
+        hasher.update(char.encode("utf-8", "surrogatepass"))
         if hasher.copy().hexdigest() in known_digests:
             best = index
     return text[best:]
