@@ -379,8 +379,22 @@ def test_real_runtime_streams_project_identically(name):
         assert results[0] == results[1]
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(sorted(VARIANTS)), max_size=8), st.sampled_from(sorted(STARTS)))
-def test_generated_sequences_project_identically(variants, start):
-    frames = PROLOGUE + [VARIANTS[name] for name in variants]
-    assert _drive(True, frames, **STARTS[start]) == _drive(False, frames, **STARTS[start])
+def test_a_delta_after_a_frame_without_state_sets_the_state():
+    frames = [VARIANTS["no state"], status(message=agent(), iac={}), delta("tail")]
+    assert _drive(True, frames, adopted=True) == _drive(False, frames, adopted=True)
+
+
+def test_a_delta_while_answers_are_expected_projects_as_the_rules_project_it():
+    def drive(quick: bool) -> Any:
+        projector = _projector(quick, **STARTS["resume"])
+        projector.expect_answers(["in-1"])
+        out = [projector.feed(copy.deepcopy(frame)) for frame in PROLOGUE + [delta(), delta("x")]]
+        return out, _state(projector)
+    assert drive(True) == drive(False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(sorted(VARIANTS)), max_size=8), st.sampled_from(sorted(STARTS)), st.booleans())
+def test_generated_sequences_project_identically(variants, start, adopted):
+    frames = ([] if adopted else PROLOGUE) + [VARIANTS[name] for name in variants] + [delta("tail")]
+    assert _drive(True, frames, adopted, **STARTS[start]) == _drive(False, frames, adopted, **STARTS[start])

@@ -23,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.dirname(HERE))
 
+import bench_floor  # noqa: E402
 import bench_phases as phases  # noqa: E402
 import bench_procs as procs  # noqa: E402
 from bench_report import render  # noqa: E402
@@ -148,9 +149,19 @@ class Bench:
         peer = self._keep(self._peer()) if self.peer_cmd else None
         paths = phases.build_paths(self.runtime, relay, adapter, peer, self.token, self.cwd)
 
+        floor_passes: List[float] = []
         if "streams" in args.only:
+            between = None
+            if "floor" in args.only:
+                # The floor is measured in the same minutes as the adapter, a pass before and after each rep,
+                # so that a noisy neighbour moves both alike.
+                frames = phases.floor_frames(self.runtime, self.token, self.cwd, args.deltas)
+                between = lambda: floor_passes.extend(bench_floor.one_pass(frames) for _ in range(2))  # noqa: E731
             say("1. throughput: firehose %d x %d per path" % (args.deltas, args.reps))
-            self.figures["throughput"] = phases.throughput(paths, self.runtime, args.deltas, args.reps)
+            self.figures["throughput"] = phases.throughput(paths, self.runtime, args.deltas, args.reps, between)
+            if floor_passes:
+                self.figures["floor"] = bench_floor.summary(floor_passes, len(frames))
+                self.figures["floor"]["between_reps"] = True
             pace_runs, first_runs = (2, 3) if args.quick else (PACE_RUNS, FIRST_RUNS)
             say("2. added latency: %s x %d x %d per path" % (PACE, pace_runs, args.reps))
             self.figures["latency"] = phases.latency(paths, PACE, pace_runs, args.reps)
@@ -173,7 +184,7 @@ class Bench:
                         runs[-1]["crash"] = death
                         break  # the figures of a crashed process are not worth repeating
                 self.figures["concurrency"].setdefault(str(level), {})[path.name] = phases.merge_concurrency(runs)
-        if "floor" in args.only:
+        if "floor" in args.only and not floor_passes:
             say("6. floor: in-process decode + encode")
             self.figures["floor"] = phases.floor(self.runtime, self.token, self.cwd, args.deltas, args.reps)
         if "growth" in args.only:

@@ -5,6 +5,7 @@ SSE.  No sockets, no threads, no validation: whatever an adapter spends beyond t
 that tuning can attack; this part cannot go away (in pure Python with the stdlib ``json``).
 """
 import json
+import statistics
 import time
 from typing import Any, Dict, List
 
@@ -43,19 +44,26 @@ def decode_encode(frames: List[bytes]) -> int:
     return len(out)
 
 
-def measure(raw: bytes, repeats: int = 3) -> Dict[str, float]:
-    """Median events/s and µs/event of ``decode_encode`` over ``repeats`` passes, in CPU time.
+def one_pass(frames: List[bytes]) -> float:
+    """Thread CPU seconds of one ``decode_encode`` pass.
 
     CPU time of this thread, not wall time: the server's cost is read as CPU time from /proc, and on a
     shared machine wall time also counts the moments another process had the core.
     """
+    started = time.thread_time()
+    decode_encode(frames)
+    return time.thread_time() - started
+
+
+def summary(timings: List[float], frames: int) -> Dict[str, float]:
+    """Median events/s and µs/event of passes that took ``timings`` seconds, with their spread."""
+    median = statistics.median(timings)
+    return {"frames": float(frames), "seconds": median, "events_per_s": frames / median,
+            "us_per_event": median / frames * 1e6, "us_min": min(timings) / frames * 1e6,
+            "us_max": max(timings) / frames * 1e6, "passes": float(len(timings))}
+
+
+def measure(raw: bytes, repeats: int = 3) -> Dict[str, float]:
+    """``summary`` of ``repeats`` passes over the frames of ``raw``, one right after the other."""
     frames = split_frames(raw)
-    timings = []
-    for _ in range(max(1, repeats)):
-        started = time.thread_time()
-        decode_encode(frames)
-        timings.append(time.thread_time() - started)
-    timings.sort()
-    median = timings[len(timings) // 2]
-    return {"frames": float(len(frames)), "seconds": median, "events_per_s": len(frames) / median,
-            "us_per_event": median / len(frames) * 1e6}
+    return summary([one_pass(frames) for _ in range(max(1, repeats))], len(frames))

@@ -60,12 +60,16 @@ def _ms(ns: Optional[float]) -> Optional[float]:
 
 # ---- 1 + 2: throughput and latency under load --------------------------------------------------------
 
-def throughput(paths: List[Path], runtime: Service, deltas: int, reps: int) -> Dict[str, Dict[str, Any]]:
+def throughput(paths: List[Path], runtime: Service, deltas: int, reps: int,
+               between: Optional[Callable[[], None]] = None) -> Dict[str, Dict[str, Any]]:
+    """Firehose runs, paths interleaved; ``between`` (the floor's passes) runs before each rep and after the last."""
     for path in paths:  # warm-up: imports, pools, first-request caches
         path.run("firehose 200")
     raw: Dict[str, List[Dict[str, float]]] = {p.name: [] for p in paths}
     errors: Dict[str, List[str]] = {p.name: [] for p in paths}
     for _ in range(reps):
+        if between is not None:
+            between()
         for path in paths:
             server_cpu = path.service.cpu() if path.service is not runtime else 0.0
             runtime_cpu = runtime.cpu()
@@ -85,9 +89,12 @@ def throughput(paths: List[Path], runtime: Service, deltas: int, reps: int) -> D
                 "runtime_us_per_event": runtime_cpu / deltas * 1e6,
                 "client_us_per_event": result.client_cpu / deltas * 1e6,
                 "bytes_per_event": result.bytes / deltas})
+    if between is not None:
+        between()
     out: Dict[str, Dict[str, Any]] = {}
     for name, runs in raw.items():
         figures = {key: _median([run[key] for run in runs]) for key in (runs[0] if runs else {})}
+        figures["server_us_runs"] = [run["server_us_per_event"] for run in runs]
         figures["runs"] = len(runs)
         figures["errors"] = errors[name]
         out[name] = figures
@@ -252,9 +259,14 @@ def capture(url: str, request: Request) -> bytes:
         conn.close()
 
 
+def floor_frames(runtime: Service, token: str, cwd: str, deltas: int) -> List[bytes]:
+    """The frames of one firehose as the runtime sends them: the floor's input."""
+    return bench_floor.split_frames(capture(runtime.url, client.a2a_request("firehose %d" % deltas, cwd, token)))
+
+
 def floor(runtime: Service, token: str, cwd: str, deltas: int, reps: int) -> Dict[str, float]:
-    raw = capture(runtime.url, client.a2a_request("firehose %d" % deltas, cwd, token))
-    return bench_floor.measure(raw, repeats=max(3, reps))
+    frames = floor_frames(runtime, token, cwd, deltas)
+    return bench_floor.summary([bench_floor.one_pass(frames) for _ in range(max(3, reps))], len(frames))
 
 
 def workspace() -> str:

@@ -46,8 +46,12 @@ def _throughput_rows(tp: Dict[str, Dict[str, Any]], lat: Dict[str, Dict[str, Any
     rows: List[Row] = [("1 throughput, events/s", {n: _num(v) for n, v in eps.items()}, check)]
     rows.append(("  vs direct", {n: _num(_ratio(v, eps.get("direct")), 2) for n, v in eps.items()}, ""))
     cpu_vs_floor = _ratio(tp.get("adapter", {}).get("server_us_per_event"), floor.get("us_per_event"))
+    spread = tp.get("adapter", {}).get("server_us_runs") or []
     rows.append(("  server CPU us/event", {n: _num(tp[n].get("server_us_per_event"), 1) for n in tp if n != "direct"},
-                 "process in the middle, from /proc; adapter/floor (row 6) %s" % _at_most(cpu_vs_floor, 1.25)))
+                 "process in the middle, from /proc; adapter/floor (row 6) %s%s" % (
+                     _at_most(cpu_vs_floor, 1.25),
+                     "; adapter %s-%s over %d reps" % (_num(min(spread), 1), _num(max(spread), 1), len(spread))
+                     if len(spread) > 1 else "")))
     rows.append(("  runtime CPU us/event", {n: _num(tp[n].get("runtime_us_per_event"), 1) for n in tp}, ""))
     rows.append(("  client CPU us/event", {n: _num(tp[n].get("client_us_per_event"), 1) for n in tp},
                  "bench client reading thread"))
@@ -227,8 +231,10 @@ def render(figures: Dict[str, Any]) -> str:
     adapter_eps = tp.get("adapter", {}).get("events_per_s")
     if fl:
         rows.append(("6 floor: in-process decode+encode", {},
-                     "%s events/s = %s us/event; adapter reaches %s of it" % (
-                         _num(fl.get("events_per_s")), _num(fl.get("us_per_event"), 1),
+                     "%s events/s = %s us/event (median of %s passes%s, %s-%s); adapter reaches %s of it" % (
+                         _num(fl.get("events_per_s")), _num(fl.get("us_per_event"), 1), _num(fl.get("passes")),
+                         " between the throughput reps" if fl.get("between_reps") else "",
+                         _num(fl.get("us_min"), 1), _num(fl.get("us_max"), 1),
                          _num(_ratio(adapter_eps, fl.get("events_per_s")), 2))))
     if figures.get("growth"):
         rows += _growth_rows(figures["growth"])

@@ -25,7 +25,9 @@ from iaccode_agui.projection.effects import (BindSession, BindTask, CommitInterr
 from iaccode_agui.projection.events import Event
 from iaccode_agui.projection.pipeline import PipelineMapper
 from iaccode_agui.projection.spans import SpanTracker
-from iaccode_agui.projection.states import BOUNDARY, FAILED, READ_ON_SPELLINGS, TERMINAL_STEP, Inputs, Outcome, Step, TaskState
+from iaccode_agui.projection.states import (BOUNDARY, FAILED, READ_ON_SPELLINGS, TERMINAL_STEP, Inputs, Outcome,
+                                            Step, TaskState)
+from iaccode_agui.projection.textdelta import delta_fields
 from iaccode_agui.projection.textreplay import digests_of, new_suffix
 from iaccode_agui.projection.usage import UsageLedger
 from iaccode_agui.state.model import Execution, PendingInterrupt
@@ -208,39 +210,24 @@ class RunProjector:
         """The one event of a frame that only continues the open message with more text, else None.
 
         Nearly every frame of a stream is such a delta, and the general path would spend dozens of calls
-        on it to conclude what these checks conclude directly: a status update (no task snapshot beside
-        it) for the same task, context and (confirmed) session, no other ``iac_code`` metadata, a state that
-        reads on, one text part of an agent message that is already open, no reasoning span open, no
-        resume replay check pending.  Anything else, a missing key included, returns None and takes the
-        general path; a test drives both paths over the same frames.
+        on it to conclude what these checks conclude directly: a text delta's shape (``delta_fields``),
+        the same task, context and (confirmed) session, no other ``iac_code`` metadata, a state that reads
+        on, a message that is already open, no reasoning span open, no resume replay check pending.
+        Anything else returns None and takes the general path; a test drives both paths over the same
+        frames.
         """
-        try:
-            obj = result["statusUpdate"]
-            status = obj["status"]
-            message = status["message"]
-            parts = message["parts"]
-            iac = obj["metadata"]["iac_code"]
-            text = parts[0]["text"]
-            source_id = message["messageId"]
-            if result.__class__ is not dict or "task" in result or obj.__class__ is not dict \
-                    or status.__class__ is not dict or message.__class__ is not dict \
-                    or parts.__class__ is not list or len(parts) != 1 or parts[0].__class__ is not dict \
-                    or text.__class__ is not str or not text or source_id.__class__ is not str or not source_id:
-                return None
-            if obj["taskId"] != self.task_id or obj["contextId"] != self.ctx.context_id or self.answering \
-                    or message.get("role") not in dialect.AGENT_ROLES \
-                    or (self.ctx.resume and source_id not in self._replay_checked):
-                return None
-            if iac and (iac.__class__ is not dict or len(iac) != 1 or not self.session_confirmed
-                        or iac["iacCodeSessionId"] != self.session_id):
-                return None
-            raw = status["state"]
-            state = READ_ON_SPELLINGS.get(raw) if raw.__class__ is str else None
-        except (KeyError, IndexError, TypeError):
+        fields = delta_fields(result)
+        if fields is None:
             return None
-        if state is None:
+        task_id, context_id, iac, raw_state, text, source_id = fields
+        if task_id != self.task_id or context_id != self.ctx.context_id \
+                or (self.ctx.resume and source_id not in self._replay_checked):
             return None
-        event = self.spans.continue_text(source_id, text)
+        if iac and (iac.__class__ is not dict or len(iac) != 1 or not self.session_confirmed
+                    or iac.get("iacCodeSessionId") != self.session_id):
+            return None
+        state = READ_ON_SPELLINGS.get(raw_state) if raw_state.__class__ is str else None
+        event = self.spans.continue_text(source_id, text) if state is not None else None
         if event is not None:
             self.last_state = state
         return event
