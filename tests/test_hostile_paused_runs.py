@@ -10,6 +10,7 @@ import socket
 from typing import Any, List, Tuple
 
 import pytest
+import requests
 
 from iaccode_agui import cli
 from iaccode_agui.config import ConfigError
@@ -174,3 +175,25 @@ def test_the_stream_buffer_setting_from_flag_and_environment(tmp_path):
     assert settings([], {"IAC_CODE_AGUI_STREAM_BUFFER_BYTES": "32768"}).stream_buffer_bytes == 32768
     with pytest.raises(ConfigError):
         settings([], {"IAC_CODE_AGUI_STREAM_BUFFER_BYTES": "1000"})
+
+
+def test_every_run_of_several_silent_clients_pauses_and_the_probe_answers(demo, tmp_path, workspace):
+    """The load figure (``tools/hostile_load.py --silent 500``) in small: every admitted run pauses."""
+    count = 6
+    adapter = Adapter(demo.url, demo.token, str(tmp_path / "state"), workspace, max_active_runs=count)
+    socks = [_silent(adapter, adapter.body("firehose %d" % FIREHOSE, thread="many-%d" % index))
+             for index in range(count)]
+    try:
+        assert wait_for(lambda: len(adapter.app.manager.live_runs()) == count, 60)
+        runs = adapter.app.manager.live_runs()
+        published = [_paused(run.channel) for run in runs]
+        # Every run waits for its client; none of them is still pulling from the runtime.
+        assert all(run.worker is not None and not run.worker.finished for run in runs)
+        assert sum(published) < count * FIREHOSE // 2
+        assert [run.channel.events_published for run in runs] == published
+        assert requests.get(adapter.url + "health", timeout=10).status_code == 200
+    finally:
+        for sock in socks:
+            sock.close()
+        adapter.stop()
+
