@@ -43,6 +43,16 @@ def test_one_frame_larger_than_the_bound_still_goes_through_an_empty_queue():
     assert queue.put_many([b"z"], 0.01) == 1
 
 
+def test_marker_objects_pass_a_byte_bound_queue_without_counting():
+    marker = object()      # the heartbeat timer posts such markers on a stream's queue
+    queue = FrameQueue(100, max_bytes=1000)
+    assert queue.put(marker, 0)
+    assert queue.put_many([b"x" * 600, marker, b"y" * 300], 0.01) == 3
+    assert queue.queued_bytes == 900
+    assert queue.put_many([marker, b"z" * 200], 0.01) == 1
+    assert queue.take(0.01) == [marker, b"x" * 600, marker, b"y" * 300, marker]
+
+
 # ---- a silent client on a real server -------------------------------------------------------------------
 def _silent(adapter: Adapter, body: Any, path: str = "") -> socket.socket:
     raw = json.dumps(body).encode()

@@ -6,6 +6,11 @@ from typing import Any, Deque, List, Optional, Sequence, Tuple
 END = object()   # sentinel put on a subscriber queue when the run has no more events
 
 
+def _size(item: Any) -> int:
+    """Bytes an item counts against the byte bound: a frame its length, a marker object nothing."""
+    return len(item) if item.__class__ is bytes else 0
+
+
 class FrameQueue:
     """A bounded FIFO of encoded frames with batch reads.
 
@@ -65,14 +70,19 @@ class FrameQueue:
         limit = self._max_bytes
         if limit is None:
             return taken, 0
-        size = sum(map(len, items[:taken]))
+        head = items[:taken]
+        try:
+            size = sum(map(len, head))
+        except TypeError:     # a marker object among the frames (a heartbeat or "client gone" note)
+            size = sum(map(_size, head))
         if self._bytes + size <= limit:
             return taken, size
         count = size = 0
-        for item in items[:taken]:
-            if self._bytes + size + len(item) > limit and (count or self._items):
+        for item in head:
+            item_size = _size(item)
+            if self._bytes + size + item_size > limit and (count or self._items):
                 break
-            size += len(item)
+            size += item_size
             count += 1
         return count, size
 
