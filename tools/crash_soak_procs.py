@@ -51,7 +51,9 @@ class AdapterProcess:
                    "--drain-timeout", "5"] + (["--a2a-token", self.token] if self.token else []) + self.extra_args
         with open(log_path, "wb") as log:
             self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-        found = wait_in_log(self.proc, log_path, rb"listening on (\S+)", timeout)
+        # Up to the first "/" after the address: stdout and stderr share the file, and a log line of another
+        # thread (a take-over at start-up) can land between the address and the end of its line.
+        found = wait_in_log(self.proc, log_path, rb"listening on (https?://[^/\s]+/)", timeout)
         self.url = found.group(1).decode().rstrip("/") + "/"
         return self.url
 
