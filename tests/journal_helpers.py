@@ -38,3 +38,13 @@ def from_an_earlier_boot(journal_dir: str) -> None:
                 out.append(wal.encode(meta, payload))
             with open(path, "wb") as handle:
                 handle.write(b"".join(out))
+
+
+
+def end_of_records(path: str) -> int:
+    """The offset just past a segment's current records (where its next append would go)."""
+    header, records = wal.read_segment(path)
+    assert header is not None
+    with open(path, "rb") as handle:
+        first = next(wal.decode(handle.read()))
+    return len(wal.encode(*first)) + sum(len(wal.encode(meta, payload)) for meta, payload in records)

@@ -13,7 +13,7 @@ from iaccode_agui.state import journal_recovery as rec
 from iaccode_agui.state import prune as pruning
 from iaccode_agui.state.model import Execution, ThreadState
 from iaccode_agui.state.store import StateUnavailable, ThreadStore
-from tests.journal_helpers import from_an_earlier_boot, journal_files, named_stems
+from tests.journal_helpers import end_of_records, from_an_earlier_boot, journal_files, named_stems
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(iaccode_agui.__file__)))
 
@@ -138,11 +138,12 @@ def test_a_power_loss_gives_back_everything_acknowledged_and_nothing_deleted(tmp
     os.unlink(threads["lost"])
     with open(threads["deleted"], "wb") as handle:
         handle.write(open(threads["torn"], "rb").read().replace(b"torn", b"deleted"))
-    segment = [os.path.join(reader.journal_dir, n) for n in journal_files(reader.journal_dir)
-               if n.endswith(".wal") and os.path.getsize(os.path.join(reader.journal_dir, n)) > 200][0]
-    with open(segment, "ab") as handle:  # the crash tore the last record
-        handle.write(wal.encode({"k": wal.PUT, "s": "x", "q": 99}, b"{}")[:-3])
     from_an_earlier_boot(reader.journal_dir)
+    segment = [os.path.join(reader.journal_dir, n) for n in journal_files(reader.journal_dir)
+               if n.endswith(".wal") and wal.read_segment(os.path.join(reader.journal_dir, n))[1]][0]
+    with open(segment, "r+b") as handle:  # the crash tore the last record
+        handle.seek(end_of_records(segment))
+        handle.write(wal.encode({"k": wal.PUT, "s": "x", "q": 10 ** 6}, b"{}")[:-3])
 
     store = ThreadStore(state_dir)
     assert store.load("emptied").execution.pipeline_sequence == 3
@@ -238,7 +239,7 @@ def test_a_checkpoint_empties_the_journal_without_losing_a_write(tmp_path, monke
         time.sleep(0.05)
     sizes = [os.path.getsize(os.path.join(store.journal_dir, n)) for n in journal_files(store.journal_dir)
              if n.endswith(".wal")]
-    assert len(sizes) == 2 and max(sizes) < 4096
+    assert len(sizes) == 2 and max(sizes) <= wal.HEADER_BYTES + 4096 + 2 * wal.PREALLOC_STEP  # recycled, not grown
     assert [store.load("t-%d" % i).execution.pipeline_sequence for i in range(5)] == [35, 36, 37, 38, 39]
     store.close()
 
@@ -289,4 +290,43 @@ def test_a_forked_child_writes_its_own_journal(tmp_path):
     ThreadStore(str(tmp_path / "state")).recover()  # the dead child's journal
     assert journal_files(store.journal_dir) == parent_files
     assert store.load("child").execution.pipeline_sequence == 1
+    store.close()
+
+
+def test_a_recycled_segment_reads_only_its_new_records():
+    header = wal.header_record({"k": wal.HEADER, "boot": "b", "first": 5})
+    assert len(header) == wal.HEADER_BYTES
+    old = b"".join(wal.encode({"k": wal.PUT, "s": "old-%d" % q, "q": q}, b"{}") for q in (1, 2, 3, 4))
+    new = b"".join(wal.encode({"k": wal.PUT, "s": "new-%d" % q, "q": q}, b"{}") for q in (5, 6))
+    data = header + new + old[len(new):]  # the new records overwrote the start of the old ones
+    import tempfile
+    with tempfile.NamedTemporaryFile(suffix=".wal") as handle:
+        handle.write(data + b"\0" * 4096)
+        handle.flush()
+        _, records = wal.read_segment(handle.name)
+    assert [meta["s"] for meta, _ in records] == ["new-5", "new-6"]
+
+
+def test_an_append_overwrites_preallocated_blocks(tmp_path):
+    store = ThreadStore(str(tmp_path / "state"))
+    save(store, "t", 1)
+    sizes = {n: os.path.getsize(os.path.join(store.journal_dir, n)) for n in journal_files(store.journal_dir)
+             if n.endswith(".wal")}
+    for sequence in range(2, 20):
+        save(store, "t", sequence)
+    assert sizes == {n: os.path.getsize(os.path.join(store.journal_dir, n)) for n in sizes}
+    assert set(sizes.values()) == {wal.HEADER_BYTES + wal.PREALLOC_STEP}
+    store.close()
+
+
+def test_a_segment_grows_ahead_of_its_records(tmp_path, monkeypatch):
+    monkeypatch.setattr(wal, "PREALLOC_STEP", 4096)
+    monkeypatch.setattr(wal, "CHECKPOINT_SECONDS", 3600.0)
+    store = ThreadStore(str(tmp_path / "state"))
+    for sequence in range(30):
+        save(store, "t-%d" % sequence, sequence)
+    active = [os.path.join(store.journal_dir, n) for n in journal_files(store.journal_dir) if n.endswith(".wal")
+              and wal.read_segment(os.path.join(store.journal_dir, n))[1]][0]
+    assert os.path.getsize(active) > end_of_records(active) > 3 * 4096
+    assert len(wal.read_segment(active)[1]) == 30
     store.close()

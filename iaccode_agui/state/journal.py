@@ -13,8 +13,12 @@ journal whatever thread file the crash lost or emptied.
   ``fdatasync``.
 - Two segments alternate.  When the active one passes ``CHECKPOINT_BYTES`` or has held records for
   ``CHECKPOINT_SECONDS``, a background thread swaps them, fsyncs every thread file the old segment names and
-  the directory once, then empties the old segment (durably, so an emptied record can never come back and
-  restore a file that was removed since).  Appends never wait for those fsyncs; they wait only when the
+  the directory once, then rewrites the old segment's header in place (durably, so a checkpointed record
+  can never come back and restore a file that was removed since): the header names the first sequence
+  number that counts, and the records behind it are history.
+- Segments are written full of zeros when the journal opens, so an append overwrites blocks the file
+  already has and its ``fdatasync`` writes just those blocks, without a file-system journal commit (which
+  would wait for every other file's pending data, the thread files written without fsync among them).  Appends never wait for those fsyncs; they wait only when the
   active segment is ``HARD_SEGMENT_BYTES`` long while a checkpoint is still running, which bounds the journal.
 - The owner holds an exclusive ``flock`` on ``<id>.lock`` for the journal's lifetime.  A journal whose lock
   can be taken has a dead owner: the next store to open recovers and removes it.  Each segment starts with a
@@ -41,6 +45,8 @@ from iaccode_agui.state.files import FILE_MODE, fsync_dir, fsync_path, make_priv
 from iaccode_agui.state.flocks import close_quietly
 
 CHECKPOINT_BYTES = 1 << 20
+PREALLOC_STEP = 256 << 10   # a segment is written full of zeros this much at a time, ahead of its records
+HEADER_BYTES = 512          # a segment's header is rewritten in place, so it has a fixed size
 CHECKPOINT_SECONDS = 1.0
 HARD_SEGMENT_BYTES = 4 * CHECKPOINT_BYTES
 SEGMENTS = (".0.wal", ".1.wal")
@@ -88,8 +94,19 @@ def decode(data: bytes) -> Iterator[Tuple[Dict[str, Any], bytes]]:
         offset += _HEAD.size + length
 
 
+def header_record(meta: Dict[str, Any]) -> bytes:
+    """A header padded to ``HEADER_BYTES``, so that rewriting it never moves the records behind it."""
+    bare = encode(meta, b"")
+    return encode(meta, b" " * (HEADER_BYTES - len(bare)))
+
+
 def read_segment(path: str) -> Tuple[Optional[Dict[str, Any]], List[Tuple[Dict[str, Any], bytes]]]:
-    """A segment's header and records; a missing, special or headerless file reads as empty."""
+    """A segment's header and its current records; a missing, special or headerless file reads as empty.
+
+    A recycled segment still holds older records past its new ones.  They are told apart by their
+    sequence numbers, which only grow during a journal's life: the current records start at the header's
+    ``first`` and each is above the one before, so reading stops at the first record that is not.
+    """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
@@ -100,15 +117,25 @@ def read_segment(path: str) -> Tuple[Optional[Dict[str, Any]], List[Tuple[Dict[s
         records = list(decode(handle.read()))
     if not records or records[0][0].get("k") != HEADER:
         return None, []
-    return records[0][0], records[1:]
+    header, current = records[0][0], []
+    last = header.get("first", 0)
+    last = last - 1 if type(last) is int else 0
+    for meta, payload in records[1:]:
+        seq = meta.get("q")
+        if type(seq) is not int or seq <= last:
+            break
+        current.append((meta, payload))
+        last = seq
+    return header, current
 
 
 class _Segment:
-    def __init__(self, path: str, fd: int, header: bytes):
+    def __init__(self, path: str, fd: int, header: Dict[str, Any]):
         self.path = path
         self.fd = fd
-        self.header_size = len(header)
-        self.size = len(header)
+        self.header = header
+        self.size = HEADER_BYTES
+        self.allocated = 0
         self.inflight = 0
         self.dirty: Set[str] = set()
         self.first_record_at: Optional[float] = None
@@ -189,14 +216,13 @@ class Journal:
         meta = dict(meta, q=self._appended)
         record = encode(meta, payload)
         try:
-            os.lseek(segment.fd, segment.size, os.SEEK_SET)
-            write_all(segment.fd, record)
+            if segment.size + len(record) > segment.allocated:
+                segment.allocated = _preallocate(segment.fd, segment.allocated, segment.size + len(record))
+            _pwrite_all(segment.fd, record, segment.size)
         except OSError:
+            # The next record overwrites whatever part of this one reached the file; its CRC and sequence
+            # number keep a leftover tail from ever reading as a record.
             self._appended -= 1
-            try:  # never leave a torn record in front of the next one
-                os.ftruncate(segment.fd, segment.size)
-            except OSError as cut:
-                self._broken = cut
             raise
         segment.size += len(record)
         if segment.first_record_at is None:
@@ -262,14 +288,15 @@ class Journal:
             raise OSError(errno.EAGAIN, "cannot take a journal lock")
         segments = []
         try:
-            header = encode({"k": HEADER, "boot": boot_id(), "pid": os.getpid(), "owner": owner})
+            header = {"k": HEADER, "boot": boot_id(), "pid": os.getpid(), "owner": owner, "first": 1}
             for suffix in SEGMENTS:
                 path = os.path.join(self.directory, owner + suffix)
                 seg_fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
                                  FILE_MODE)
-                segments.append(_Segment(path, seg_fd, header))
-                write_all(seg_fd, header)
-                os.fdatasync(seg_fd)
+                segment = _Segment(path, seg_fd, header)
+                segments.append(segment)
+                write_all(seg_fd, header_record(header))
+                segment.allocated = _preallocate(seg_fd, HEADER_BYTES, HEADER_BYTES + 1)
             fsync_dir(self.directory)
         except BaseException:
             for segment in segments:
@@ -337,7 +364,7 @@ class Journal:
                 for path in sorted(old.dirty):
                     fsync_path(path)
                 fsync_dir(self.threads_dir)
-                os.ftruncate(old.fd, old.header_size)
+                _pwrite_all(old.fd, header_record(old.header), 0)  # its records are history now
                 os.fdatasync(old.fd)
             except OSError as exc:  # the old segment keeps its records; the reset fsyncs its files again
                 with self._cond:
@@ -346,7 +373,7 @@ class Journal:
                     self._cond.notify_all()
                 continue
             with self._cond:
-                old.size, old.dirty, old.first_record_at = old.header_size, set(), None
+                old.size, old.dirty, old.first_record_at = HEADER_BYTES, set(), None
                 self._checkpointing = False
                 self._cond.notify_all()
 
@@ -367,11 +394,33 @@ class Journal:
             self._broken = exc
             return None if self._closed else self._next_checkpoint()
         self._synced = self._appended
+        active.header = dict(active.header, first=self._appended + 1)
         self._checkpointing = True
         self._active, self._standby = self._standby, active
         while active.inflight:
             self._cond.wait()
         return active
+
+
+def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
+def _preallocate(fd: int, start: int, needed: int) -> int:
+    """Write zeros from ``start`` to past ``needed`` (whole steps), make the size durable; the new size.
+
+    An append then overwrites blocks the file already owns, so its ``fdatasync`` flushes only those blocks:
+    no file-system journal commit, which would also have to write out every other file's pending data
+    (the thread files written without fsync among them).  Zeros never read as a record.  A segment grows
+    only until its first checkpoint recycles it (about ``CHECKPOINT_BYTES``), so this fsync is rare.
+    """
+    end = start + PREALLOC_STEP * max(1, -(-(needed - start) // PREALLOC_STEP))
+    _pwrite_all(fd, b"\0" * (end - start), start)
+    os.fsync(fd)
+    return end
 
 
 def _create_lock(path: str) -> Optional[int]:
