@@ -395,7 +395,8 @@ def test_interrupt_commit_failure_on_real_disk_error(adapter, demo, monkeypatch)
 def tiny_fs(tmp_path):
     mount_point = tmp_path / "tinyfs"
     mount_point.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount_point)],
+    # 2 MiB: room for the state journal's first preallocated segments (2 x 256 KiB) and a run; then filled.
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)],
                             capture_output=True, text=True)
     if result.returncode != 0:
         pytest.skip("cannot mount a tmpfs here: %s" % result.stderr.strip())
