@@ -34,6 +34,32 @@ class AdapterProcess:
         self._log.close()
 
 
+def start_cli(args: List[str], env: Dict[str, str], log_path: str, attempts: int = 5,
+              **popen: Any) -> Tuple[subprocess.Popen, int]:
+    """``python -m iaccode_agui ARGS --port P`` started and listening; (process, port).
+
+    A free port is only free when it is picked: another process on the machine (a client's outgoing
+    connection, another test's server) can take it before the adapter binds it.  The adapter then exits
+    naming the port, and the start is simply tried again on a new one.  stdout is a pipe whose first
+    line (the listening banner) was read; stderr goes to ``log_path``.
+    """
+    for _ in range(attempts):
+        port = free_loopback_port()
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "iaccode_agui"] + list(args) + ["--port", str(port)],
+                                    env=env, stdout=subprocess.PIPE, stderr=log, **popen)
+        line = proc.stdout.readline().decode()
+        if "listening on http://127.0.0.1:%d/" % port in line:
+            return proc, port
+        proc.wait(30)
+        with open(log_path, "rb") as log:
+            tail = log.read()[-3000:]
+        if b"address already in use" not in tail:
+            raise AssertionError("the adapter did not start (exit %s): %r\n%s"
+                                 % (proc.returncode, line, tail.decode("utf-8", "replace")))
+    raise AssertionError("no free port after %d attempts" % attempts)
+
+
 def run_body(workspace: str, text: str, thread: str, ros: str = "inv-1") -> Dict[str, Any]:
     """A RunAgentInput for a new turn, without an in-process adapter to build it."""
     return {"threadId": thread, "runId": "run-" + uuid.uuid4().hex[:8], "state": {}, "tools": [], "context": [],

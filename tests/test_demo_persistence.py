@@ -2,14 +2,12 @@
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 import requests
 
 from iaccode_agui.demo import DemoServer
-from iaccode_agui.upstream import free_loopback_port
+from tests.adapter_process import start_cli
 from tests.harness import Adapter, interrupt_of, session_of
 
 
@@ -82,26 +80,21 @@ def test_runtime_files_are_private_and_bounded(tmp_path):
 
 def test_the_cli_demo_keeps_its_runtime_next_to_its_state(tmp_path, workspace):
     state_dir = tmp_path / "state"
-    port = free_loopback_port()
     env = dict(os.environ, IAC_CODE_CONFIG_DIR=str(tmp_path / "cfg"), IAC_CODE_AGUI_ALLOWED_CWDS=workspace)
-    url = "http://127.0.0.1:%d/" % port
+    log_path = str(tmp_path / "adapter.log")
 
     def one_life(run_id):
-        proc = subprocess.Popen([sys.executable, "-m", "iaccode_agui", "--demo", "--port", str(port),
-                                 "--state-dir", str(state_dir)], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc, port = start_cli(["--demo", "--state-dir", str(state_dir)], env, log_path)
         try:
-            for _ in range(3):
-                proc.stdout.readline()
             body = {"threadId": "t1", "runId": run_id, "state": {}, "tools": [], "context": [],
                     "messages": [{"id": "m-" + run_id, "role": "user", "content": "hello"}],
                     "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "inv-1", "cwd": workspace}}}
-            response = requests.post(url, json=body, timeout=30)
+            response = requests.post("http://127.0.0.1:%d/" % port, json=body, timeout=60)
             events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
             return response.status_code, events[-1]["type"] if events else response.text
         finally:
             proc.send_signal(signal.SIGTERM)
-            proc.communicate(timeout=20)
+            proc.communicate(timeout=60)
 
     assert one_life("r1") == (200, "RUN_FINISHED")
     assert one_life("r2") == (200, "RUN_FINISHED")

@@ -88,6 +88,41 @@ class _Process:
         self.workspace = workspace
 
 
+def _fire_and_hold(adapters: List[Any], bodies: List[Dict[str, Any]]) -> List[Tuple[int, str]]:
+    """POST every body at once; the admitted run (a long ``sleep``) stays live until every other request
+    has its answer, then its client leaves (the adapter cancels it).  No loser can arrive after the
+    winner ended, however slow the machine: the winner ends only once all of them were answered."""
+    barrier = threading.Barrier(len(bodies))
+
+    def one(index: int) -> Any:
+        session = requests.Session()
+        barrier.wait(30)
+        return session.post(adapters[index % len(adapters)].url, json=bodies[index], timeout=60, stream=True,
+                            headers={"Accept": "text/event-stream"})
+
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        responses = list(pool.map(one, range(len(bodies))))
+    results: List[Tuple[int, str]] = []
+    for response in responses:
+        if response.status_code == 200:
+            assert b"RUN_STARTED" in next(response.iter_content(4096))
+            results.append((200, "SSE"))
+        else:
+            results.append((response.status_code, response.json()["error"]["code"]))
+        response.close()
+    return results
+
+
+def _wait_thread_free(state_dir: str, thread_id: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = ThreadStore(state_dir).load(thread_id)
+        if state is not None and state.active_run is None:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the cancelled run never released thread %s" % thread_id)
+
+
 def test_two_adapter_processes_never_both_admit(demo, tmp_path, workspace):
     state_dir = str(tmp_path / "shared-state")
     procs: List[_Process] = []
@@ -98,9 +133,10 @@ def test_two_adapter_processes_never_both_admit(demo, tmp_path, workspace):
         tally: collections.Counter = collections.Counter()
         for _ in range(12):
             # Each round: three requests per process on the same thread, released together; the winner's
-            # turn lasts long enough that every loser arrives while it is live.
-            bodies = [procs[i % 2].body("sleep 0.5", thread="two-procs") for i in range(6)]
-            tally.update(_check_one_admitted(_fire(procs, bodies)))
+            # run is held until every loser was answered.
+            bodies = [procs[i % 2].body("sleep 120", thread="two-procs") for i in range(6)]
+            tally.update(_check_one_admitted(_fire_and_hold(procs, bodies)))
+            _wait_thread_free(state_dir, "two-procs")
         assert tally["SSE"] == 12 and tally["THREAD_BUSY"] == 60
         state = ThreadStore(state_dir).load("two-procs")
         assert state.active_run is None and len(state.run_digests) == 12

@@ -262,19 +262,31 @@ class PinnedConnection:
         self.conn.close()
 
 
-def connections_on_every_worker(server: GunicornProcess, tries: int = 60) -> Dict[int, PinnedConnection]:
-    """One identified connection per worker pid (new connections until each worker accepted one)."""
+def connections_on_every_worker(server: GunicornProcess, timeout: float = 60.0) -> Dict[int, PinnedConnection]:
+    """One identified connection per live worker pid: new connections until each worker accepted one.
+
+    Which worker accepts a connection is the kernel's and the scheduler's choice; on a loaded machine one
+    worker can win many times in a row.  So this waits for the condition (every live worker seen), with a
+    short pause between tries that lets a descheduled worker reach its ``accept``, not a fixed count.
+    """
     found: Dict[int, PinnedConnection] = {}
-    for _ in range(tries):
-        conn = PinnedConnection(server.url)
-        pid = conn.identify(server)
-        if pid in found:
-            conn.close()
-        else:
-            found[pid] = conn
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        live = set(server.worker_pids())
+        for pid in [pid for pid in found if pid not in live]:
+            found.pop(pid).close()                # a worker that was replaced meanwhile
         if len(found) == server.workers:
             return found
-    raise AssertionError("only workers %s accepted a connection in %d tries" % (sorted(found), tries))
+        conn = PinnedConnection(server.url)
+        pid = conn.identify(server)
+        if pid in found or pid not in live:
+            conn.close()
+            time.sleep(0.02)
+        else:
+            found[pid] = conn
+    for conn in found.values():
+        conn.close()
+    raise AssertionError("only workers %s accepted a connection within %.0f s" % (sorted(found), timeout))
 
 
 def sse_events(response: http.client.HTTPResponse, on_event: Any = None) -> Iterator[Dict[str, Any]]:

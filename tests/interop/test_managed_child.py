@@ -3,13 +3,11 @@ and stopped on exit."""
 import os
 import re
 import signal
-import subprocess
-import sys
-import time
+from typing import List
 
 import requests
 
-from iaccode_agui.upstream import free_loopback_port
+from tests.adapter_process import start_cli
 from tests.agui_checker import check_stream
 from tests.interop.conftest import _load_env_tool, _runtime_env
 from tests.interop.fake_llm import FakeLLM
@@ -23,12 +21,9 @@ def test_managed_iac_code_child(tmp_path):
     env = _runtime_env(llm, str(tmp_path / "cfg"), workspace, "unused")
     del env["IACCODE_A2A_HTTP_TOKEN"]           # the adapter makes its own random token for the child
     env["PATH"] = os.path.dirname(executable) + os.pathsep + env.get("PATH", "")
-    port = free_loopback_port()
-    log = open(str(tmp_path / "adapter.log"), "wb")   # the child logs a lot: a pipe could fill up and block it
-    proc = subprocess.Popen([sys.executable, "-m", "iaccode_agui", "--port", str(port)], env=env,
-                            stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+    # The child logs a lot: a pipe could fill up and block it, so its output goes to a file.
+    proc, port = start_cli([], env, str(tmp_path / "adapter.log"), start_new_session=True)
     try:
-        assert "listening on http://127.0.0.1:%d/" % port in proc.stdout.readline().decode()
         upstream_line = proc.stdout.readline().decode()
         assert "managed child" in upstream_line and "--thinking-exposure all" in upstream_line
         child_url = re.search(r"at (http://127\.0\.0\.1:\d+/)", upstream_line).group(1)
@@ -41,20 +36,34 @@ def test_managed_iac_code_child(tmp_path):
         assert events[-1]["type"] == "RUN_FINISHED"
         assert "Your message was: hello managed child" in "".join(
             e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+        children = _children(proc.pid)
+        assert len(children) == 1, children
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                requests.get(child_url + "health", timeout=1)
-            except requests.ConnectionError:
-                break
-            time.sleep(0.2)
-        else:
-            raise AssertionError("the managed child is still serving after the adapter exited")
+        assert proc.wait(60) == 0
+        # The adapter stops and reaps its child before it exits.  (Probing the child's port instead would
+        # race with any other process that gets that port once it is free.)
+        assert not _alive(children[0]), "the managed child outlived the adapter"
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(5)
         llm.stop()
-        log.close()
+
+
+def _children(pid: int) -> List[int]:
+    found: List[int] = []
+    for task in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/children" % (pid, task)) as handle:
+                found.extend(int(item) for item in handle.read().split())
+        except FileNotFoundError:
+            continue        # a thread that ended meanwhile has no children to report
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
