@@ -46,6 +46,7 @@ ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_PORT            --port
   IAC_CODE_AGUI_A2A_URL         --a2a-url (loopback http(s) only)
   IAC_CODE_AGUI_A2A_TOKEN       --a2a-token (bearer token sent to the A2A runtime)
+  IAC_CODE_AGUI_A2A_STARTUP_TIMEOUT --a2a-startup-timeout (managed child only)
   IAC_CODE_AGUI_AUTH_TOKEN      --auth-token (bearer token clients must send)
   IAC_CODE_AGUI_STATE_DIR       --state-dir
   IAC_CODE_AGUI_INTERRUPT_TTL   --interrupt-ttl
@@ -113,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--a2a-url", help="URL of a running `iac-code a2a` runtime (loopback only); without it the adapter starts "
                           "`iac-code a2a` as a managed child when iac-code is installed")
     add("--a2a-token", help="bearer token for the A2A runtime")
+    add("--a2a-startup-timeout", type=positive_seconds,
+        help="seconds a managed `iac-code a2a` child may take to answer /health (default 60)")
     add("--auth-token", help="bearer token that clients must send (Authorization: Bearer ...)")
     add("--state-dir", help="directory for per-thread state (default <config dir>/agui)")
     add("--interrupt-ttl", type=seconds,
@@ -356,6 +359,12 @@ def resolve_server_limits(args: argparse.Namespace, env: Mapping[str, str]) -> N
                                      positive_seconds)
 
 
+def child_startup_timeout(args: argparse.Namespace, env: Mapping[str, str]) -> float:
+    from iaccode_agui.upstream import CHILD_STARTUP_TIMEOUT
+    return flag_or_env(args.a2a_startup_timeout, env, "IAC_CODE_AGUI_A2A_STARTUP_TIMEOUT", CHILD_STARTUP_TIMEOUT,
+                       positive_seconds)
+
+
 def limit_malloc_arenas(args: argparse.Namespace, env: Mapping[str, str]) -> None:
     """The server's own malloc arena cap, set before its threads start (glibc's MALLOC_ARENA_MAX wins)."""
     default = 0 if env.get("MALLOC_ARENA_MAX") else DEFAULT_ARENA_MAX
@@ -392,7 +401,8 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] 
         state_dir = resolve_state_dir(args, env)   # created only once the rest of the settings hold
         check_state_dir(state_dir)
         upstream = choose_upstream(a2a_url=a2a_url, a2a_token=args.a2a_token or env.get("IAC_CODE_AGUI_A2A_TOKEN"),
-                                   demo=args.demo, env=env, demo_dir=os.path.join(state_dir, DEMO_RUNTIME_DIR))
+                                   demo=args.demo, env=env, demo_dir=os.path.join(state_dir, DEMO_RUNTIME_DIR),
+                                   startup_timeout=child_startup_timeout(args, env))
     except ConfigError as exc:
         print("error: %s" % exc, file=sys.stderr)
         return 2

@@ -52,10 +52,16 @@ def free_loopback_port() -> int:
         return sock.getsockname()[1]
 
 
+# iac-code imports a large application before it answers /health: seconds on an idle machine, far more on
+# a loaded one.  The wait ends as soon as the child answers or exits; this only bounds a hung start.
+CHILD_STARTUP_TIMEOUT = 60.0
+
+
 class ManagedChild(Upstream):
     """``iac-code a2a`` as a child process, ready once ``GET /health`` answers with the token."""
 
-    def __init__(self, command: List[str], env: Mapping[str, str], startup_timeout: float = 20.0) -> None:
+    def __init__(self, command: List[str], env: Mapping[str, str],
+                 startup_timeout: float = CHILD_STARTUP_TIMEOUT) -> None:
         port = free_loopback_port()
         token = secrets.token_urlsafe(32)
         child_env = dict(env)
@@ -87,7 +93,8 @@ class ManagedChild(Upstream):
             except requests.RequestException:
                 pass
             time.sleep(0.1)
-        raise ConfigError("the managed A2A runtime did not become ready within %.0f s" % timeout)
+        raise ConfigError("the managed A2A runtime did not become ready within %.0f s (--a2a-startup-timeout)"
+                          % timeout)
 
     def close(self) -> None:
         if self.process.poll() is not None:
@@ -112,7 +119,8 @@ def iac_code_command() -> Optional[List[str]]:
 
 
 def choose_upstream(*, a2a_url: Optional[str], a2a_token: Optional[str], demo: bool,
-                    env: Mapping[str, str], demo_dir: Optional[str] = None) -> Upstream:
+                    env: Mapping[str, str], demo_dir: Optional[str] = None,
+                    startup_timeout: float = CHILD_STARTUP_TIMEOUT) -> Upstream:
     if a2a_url and demo:
         raise ConfigError("--demo and --a2a-url are mutually exclusive")
     if a2a_url:
@@ -121,7 +129,7 @@ def choose_upstream(*, a2a_url: Optional[str], a2a_token: Optional[str], demo: b
         return DemoUpstream(demo_dir)
     command = iac_code_command()
     if command is not None:
-        return ManagedChild(command, env)
+        return ManagedChild(command, env, startup_timeout)
     raise ConfigError("no A2A runtime: pass --a2a-url URL (or IAC_CODE_AGUI_A2A_URL) for a running "
                       "`iac-code a2a`, install iac-code so it can be started as a managed child, or use --demo "
                       "for the built-in scripted runtime")

@@ -189,3 +189,20 @@ def test_console_scripts_show_their_own_name(script, module):
         pytest.skip("the console script %s is not installed next to %s" % (script, sys.executable))
     done = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.startswith("usage: %s " % script), done.stdout[:200]
+
+
+def test_the_managed_childs_start_up_wait_is_a_setting(monkeypatch):
+    """On a loaded machine ``iac-code a2a`` takes longer than 20 s to answer /health: the bound of that wait
+    is a flag and a variable (default 60 s), handed to the managed child."""
+    from iaccode_agui import cli, upstream
+
+    made = []
+    monkeypatch.setattr(upstream, "iac_code_command", lambda: ["iac-code"])
+    monkeypatch.setattr(upstream, "ManagedChild", lambda command, env, timeout: made.append(timeout) or "child")
+    parser = cli.build_parser()
+    for argv, env, wanted in (([], {}, 60.0), (["--a2a-startup-timeout", "90"], {}, 90.0),
+                              ([], {"IAC_CODE_AGUI_A2A_STARTUP_TIMEOUT": "300"}, 300.0)):
+        timeout = cli.child_startup_timeout(parser.parse_args(argv), env)
+        assert upstream.choose_upstream(a2a_url=None, a2a_token=None, demo=False, env=env,
+                                        startup_timeout=timeout) == "child"
+    assert made == [60.0, 90.0, 300.0]

@@ -21,6 +21,8 @@ def test_managed_iac_code_child(tmp_path):
     env = _runtime_env(llm, str(tmp_path / "cfg"), workspace, "unused")
     del env["IACCODE_A2A_HTTP_TOKEN"]           # the adapter makes its own random token for the child
     env["PATH"] = os.path.dirname(executable) + os.pathsep + env.get("PATH", "")
+    # The child's start-up is a wait for its /health (or its exit); on a loaded machine it takes long.
+    env["IAC_CODE_AGUI_A2A_STARTUP_TIMEOUT"] = "300"
     # The child logs a lot: a pipe could fill up and block it, so its output goes to a file.
     proc, port = start_cli([], env, str(tmp_path / "adapter.log"), start_new_session=True)
     try:
