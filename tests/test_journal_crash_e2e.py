@@ -14,17 +14,7 @@ import pytest
 
 from iaccode_agui.state.keys import thread_file_stem
 from tests.journal_helpers import from_an_earlier_boot, journal_files, named_stems
-from tests.test_reliability_crash import Client, _allow, soak
-
-
-@pytest.fixture
-def adapter_proc(demo, tmp_path, workspace):
-    proc = soak.AdapterProcess(demo.url, str(tmp_path / "state"), workspace, str(tmp_path), token=demo.token)
-    proc.start()
-    yield proc
-    if proc.proc is not None and proc.proc.poll() is None:
-        proc.proc.kill()
-        proc.proc.wait(5)
+from tests.test_reliability_crash import Client, _allow, adapter_proc, soak  # noqa: F401 (a fixture)
 
 
 def _owner_lock_is_free(journal_dir: str) -> bool:

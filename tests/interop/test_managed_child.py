@@ -11,6 +11,7 @@ from tests.adapter_process import start_cli
 from tests.agui_checker import check_stream
 from tests.interop.conftest import _load_env_tool, _runtime_env
 from tests.interop.fake_llm import FakeLLM
+from tests.tools_loader import load_tool
 
 
 def test_managed_iac_code_child(tmp_path):
@@ -44,7 +45,7 @@ def test_managed_iac_code_child(tmp_path):
         assert proc.wait(60) == 0
         # The adapter stops and reaps its child before it exits.  (Probing the child's port instead would
         # race with any other process that gets that port once it is free.)
-        assert not _alive(children[0]), "the managed child outlived the adapter"
+        assert not load_tool("deploy_procs")._alive(children[0]), "the managed child outlived the adapter"
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -63,9 +64,3 @@ def _children(pid: int) -> List[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
