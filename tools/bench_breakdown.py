@@ -163,6 +163,38 @@ ORDER = ("app called", "body read + JSON parse", "schema + cwd checks", "agent c
          "upstream POST -> response headers", "first upstream frame", "first TEXT_MESSAGE_CONTENT at the client")
 
 
+def _bare_app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Any:
+    """The least a WSGI app can do for one run: read the body, stream three SSE frames as three chunks."""
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    environ["wsgi.input"].read(length)
+    start_response("200 OK", [("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-cache")])
+    return iter([b'data: {"type":"RUN_STARTED"}\n\n', b'data: {"type":"TEXT_MESSAGE_CONTENT"}\n\n',
+                 b'data: {"type":"RUN_FINISHED"}\n\n'])
+
+
+def bare_server(runs: int, body: bytes, headers: Dict[str, str]) -> Dict[str, Any]:
+    """The server's own share: a trivial app on the same ``ServerThread`` settings, the same client and body.
+
+    Its first byte is what waitress and loopback cost before any code of ours runs (request parsing, the
+    hand-over to a worker thread, the response head and the first chunk); its second chunk is the cost of
+    one more chunk written at once.  Medians over ``runs`` warm runs, after one cold one.
+    """
+    from iaccode_agui.serving import ServerThread
+
+    server = ServerThread(_bare_app, "127.0.0.1", 0, threads=8)
+    first, second = [], []
+    try:
+        for index in range(runs + 1):
+            arrivals = _post(server.url, body, headers)
+            if index and arrivals.first_byte is not None and arrivals.first_content is not None:
+                first.append((arrivals.first_byte - arrivals.sent) / 1e6)
+                second.append((arrivals.first_content - arrivals.sent) / 1e6)
+    finally:
+        server.stop()
+    return {"runs": len(first), "first_byte_ms": statistics.median(first) if first else None,
+            "second_chunk_ms": statistics.median(second) if second else None}
+
+
 def measure(runtime_url: str, token: str, cwd: str, runs: int = 15, text: str = "firehose 1",
             extra_settings: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """One cold run, then ``runs`` warm ones, each on a fresh thread; medians of the warm timelines."""
@@ -210,5 +242,6 @@ def measure(runtime_url: str, token: str, cwd: str, runs: int = 15, text: str = 
                      "at_ms": statistics.median(offsets) if offsets else None,
                      "ms": statistics.median(durations) if durations else None,
                      "runs_with": len(offsets)})
-    return {"runs": runs, "text": text, "failures": failures, "phases": rows,
+    body, headers = client.agui_request(text, cwd)
+    return {"runs": runs, "text": text, "failures": failures, "phases": rows, "bare": bare_server(runs, body, headers),
             "counts": {k: statistics.median(v[1:]) if len(v) > 1 else v[0] for k, v in counts.items()}}

@@ -175,10 +175,17 @@ def _breakdown_rows(bd: Dict[str, Any]) -> List[Row]:
         if phase["runs_with"] < bd["runs"]:
             cold += "; in %d of %d warm runs" % (phase["runs_with"], bd["runs"])
         rows.append(("  " + phase["phase"], {"adapter": cell}, cold))
+    bare = bd.get("bare") or {}
+    if bare.get("first_byte_ms") is not None:
+        rows.append(("  bare waitress: first byte / 2nd chunk", {"adapter": "%s / %s" % (
+            _num(bare["first_byte_ms"], 2), _num(bare["second_chunk_ms"], 2))},
+            "a trivial app (reads the body, writes 3 chunks) on the same server settings and client, "
+            "median of %d: the server's and loopback's share of the first byte" % bare["runs"]))
     counts = bd["counts"]
     rows.append(("  fsyncs file / dir before RUN_STARTED", {"adapter": "%s / %s" % (
         _num(counts.get("fsync (file) before RUN_STARTED")), _num(counts.get("fsync (directory) before RUN_STARTED")))},
-        "per run: %s / %s; upstream connects per run: %s" % (
+        "per run: %s / %s; upstream connects per run: %s (the bench runtime, on waitress, closes the "
+        "connection of every streamed response)" % (
             _num(counts.get("fsync (file) per run")), _num(counts.get("fsync (directory) per run")),
             _num(counts.get("upstream TCP connect per run"), 1))))
     return rows

@@ -36,6 +36,7 @@ from iaccode_agui.runs.recorder import StateRecorder
 from iaccode_agui.runs.replaymem import ReplayBudget
 from iaccode_agui.runs.takeover import Takeover
 from iaccode_agui.runs.runlog import RunLogStore, RunLogWriter
+from iaccode_agui.runs.spare import SpareThreads
 from iaccode_agui.runs.worker import RunWorker, drive_new_turn
 from iaccode_agui.state.model import ThreadState
 from iaccode_agui.state.registry import ProcessRegistry
@@ -74,6 +75,7 @@ class RunManager:
                                    max_bytes=int(settings.run_log_max_mb * 1024 * 1024))
         self.budget = ReplayBudget(int(settings.replay_memory_mb * 1024 * 1024))
         self.log_attach = LogAttach(self.runlogs, metrics, settings.queue_max_events)
+        self.spares = SpareThreads()           # threads of ended runs, waiting to drive the next ones
         self.housekeeper = Housekeeper(self)
         self.housekeeper.start()
         self.registry = ProcessRegistry(settings.state_dir, self.owner, settings.a2a_url)
@@ -217,7 +219,7 @@ class RunManager:
         publisher = publisher_for(run.channel, run.profile, language)
         worker = RunWorker(client=self.client, projector=projector, channel=publisher, recorder=recorder,
                            driver=self._driver(req, admitted, ctx), on_end=lambda w: self._ended(run),
-                           on_release=lambda: self._released(run))
+                           on_release=lambda: self._released(run), spares=self.spares)
         run.worker = worker
         return worker, run.channel.attach()
 
@@ -396,6 +398,7 @@ class RunManager:
         self.housekeeper.stop()
         self.expiry.stop()
         self.registry.close()
+        self.spares.close()
 
     def _context(self, req: RunRequest, state: ThreadState, language: str) -> RunContext:
         execution = state.execution

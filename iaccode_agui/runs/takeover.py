@@ -200,7 +200,7 @@ class Takeover:
         worker = RunWorker(client=manager.client, projector=projector,
                            channel=publisher_for(channel, run.profile, language), recorder=recorder,
                            driver=drive_adopted, on_end=lambda w: manager._ended(run),
-                           on_release=lambda: manager._released(run))
+                           on_release=lambda: manager._released(run), spares=manager.spares)
         run.worker = worker
         run.keep_without_client = bool(header.get("keepWithoutClient"))
         run.adopted = True
