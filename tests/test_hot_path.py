@@ -95,6 +95,17 @@ def test_generated_deltas_encode_like_the_general_encoder(text, message_id, stam
     assert sse.encode_json_event(event, event_id) == general_frame(event, event_id)
 
 
+def test_deltas_of_alternating_messages_with_percent_signs_encode_like_the_general_encoder():
+    # The frame of the last type and message id is kept filled in; a "%" in them must not be read as a
+    # placeholder, and a change of either must not reuse the other's frame.
+    ids = ["m-1", "m-%d", "m-%%s%", "m-1", "", "%", "m-\u00e9\ud800"]
+    rng = random.Random(3)
+    for index in range(300):
+        event = {"type": rng.choice(["TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT", "%s"]),
+                 "messageId": rng.choice(ids), "delta": rng.choice(["a", "%d", "%s%%", ""]), "timestamp": index}
+        assert sse.encode_json_event(dict(event), index) == general_frame(event, index)
+
+
 # ---- the A2A stream: the common frame answered inline ------------------------------------------------
 
 class _Raw:

@@ -412,3 +412,19 @@ def test_a_batch_never_takes_the_client_queue_past_its_bound(store):
         reader.start()
     reader.join(5)
     assert _ids(_frames(seen)) == list(range(10)) and max(sizes) <= 4
+
+
+def test_a_batch_past_the_size_cap_writes_the_records_that_fit(tmp_path):
+    frames = [(seq, "TEXT_MESSAGE_CONTENT", b"id: %d\ndata: {}\n\n" % seq) for seq in range(10)]
+    one = len(logformat.encode_event(*frames[0]))
+    store = RunLogStore(str(tmp_path / "state"), ttl=600, max_bytes=1 << 20)
+    writer = store.create("t", "r", {})
+    start = writer.size
+    writer._max = start + 4 * one + one // 2         # room for four and a half records
+    assert writer.append_batch(frames[:3]) == 3
+    assert writer.append_batch(frames[3:]) == 1       # the fourth fits, the fifth does not
+    assert writer.size == start + 4 * one
+    with open(writer.path, "rb") as handle:
+        records, _ = logformat.parse(handle.read(), len(logformat.MAGIC))
+    assert [r.seq for r in records if r.kind == logformat.KIND_EVENT] == [0, 1, 2, 3]
+    writer.close({"outcome": "success", "events": 4})

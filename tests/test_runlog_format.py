@@ -85,3 +85,19 @@ def test_run_stems_are_safe_distinct_and_bounded():
     assert run_file_stem("thread-1", "run-1") == "thread-1@run-1"
     assert run_file_stem("T", "r") == thread_file_stem("T") + "@r"
     assert run_file_stem("x" * 150, "y" * 150).startswith("aguihash~run~")
+
+
+def test_a_batch_encodes_to_the_records_of_its_events():
+    # One delivery batch is encoded at once; its bytes must be exactly the events' records one by one.
+    import random
+    rng = random.Random(5)
+    types = ["TEXT_MESSAGE_CONTENT", "RUN_FINISHED", "caf\u00e9", "x" * 300, "", "CUSTOM"]
+    for _ in range(200):
+        events = [(rng.randrange(2 ** 40), rng.choice(types),
+                   bytes(rng.randrange(256) for _ in range(rng.randrange(300)))) for _ in range(rng.randrange(20))]
+        parts, sizes = logformat.encode_events(events)
+        records = [logformat.encode_event(*event) for event in events]
+        assert b"".join(parts) == b"".join(records)
+        assert sizes == [len(record) for record in records]
+        parsed, _ = logformat.parse(b"".join(parts))
+        assert [(r.seq, r.frame) for r in parsed] == [(seq, frame) for seq, _, frame in events]

@@ -11,7 +11,7 @@ without any line end is only appended to a buffer.
 """
 import json
 from json import encoder as _json_encoder
-from typing import Any, Callable, List, NamedTuple, Optional
+from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 
 __all__ = [
     "SSEEvent",
@@ -257,7 +257,21 @@ _STRING = getattr(_json_encoder, "c_encode_basestring", None) or _json_encoder.p
 # these four keys in this order, three strings and an int.  Filling a preformatted frame with the
 # encoder's own string function gives exactly the bytes the general encoder gives, without its dict walk.
 _DELTA_KEYS = ("type", "messageId", "delta", "timestamp")
-_DELTA_FRAME = 'id: %d\ndata: {"type":%s,"messageId":%s,"delta":%s,"timestamp":%d}\n\n'
+_DELTA_FRAME = 'id: %%d\ndata: {"type":%s,"messageId":%s,"delta":%%s,"timestamp":%%d}\n\n'
+# The type and message id repeat for every delta of a message: the frame with them filled in is kept for
+# the last pair seen (one tuple, replaced whole, so concurrent runs never see a torn entry).
+_last_delta: Tuple[str, str, str] = ("", "", _DELTA_FRAME % ('""', '""'))
+
+
+def _delta_frame(kind: str, message_id: str) -> str:
+    """The format of a delta frame of this type and message (a ``%`` in their JSON doubled)."""
+    global _last_delta
+    last = _last_delta
+    if last[0] == kind and last[1] == message_id:
+        return last[2]
+    frame = _DELTA_FRAME % (_STRING(kind).replace("%", "%%"), _STRING(message_id).replace("%", "%%"))
+    _last_delta = (kind, message_id, frame)
+    return frame
 
 
 def encode_json_event(value: Any, event_id: int) -> bytes:
@@ -272,7 +286,7 @@ def encode_json_event(value: Any, event_id: int) -> bytes:
         kind, message_id, delta, stamp = value.values()
         if kind.__class__ is str and message_id.__class__ is str and delta.__class__ is str \
                 and stamp.__class__ is int:
-            return (_DELTA_FRAME % (event_id, _STRING(kind), _STRING(message_id), _STRING(delta), stamp)).encode(
+            return (_delta_frame(kind, message_id) % (event_id, _STRING(delta), stamp)).encode(
                 "utf-8", "backslashreplace")
     return ("id: %d\ndata: %s\n\n" % (event_id, _COMPACT(value))).encode("utf-8", "backslashreplace")
 

@@ -66,9 +66,42 @@ def encode_start(header: Dict[str, Any]) -> bytes:
     return MAGIC + _frame(KIND_HEADER.encode("ascii") + _json(header))
 
 
+def _event_name(event_type: str) -> bytes:
+    return event_type.encode("ascii", "replace")[:255]
+
+
 def encode_event(seq: int, event_type: str, frame: bytes) -> bytes:
-    name = event_type.encode("ascii", "replace")[:255]
+    name = _event_name(event_type)
     return _frame(b"E" + _EVENT.pack(seq, len(name)) + name + frame)
+
+
+_EVENT_HEAD = struct.Struct(">cQB")      # the payload's kind byte, then what ``_EVENT`` holds
+_NAMES: Dict[str, bytes] = {}            # event type -> its spelling in a record (a few dozen AG-UI types)
+_NAMES_MAX = 256
+
+
+def encode_events(events: List[Tuple[int, str, bytes]]) -> Tuple[List[bytes], List[int]]:
+    """The records of ``(seq, type, frame)`` events, as pieces to join and each record's size.
+
+    The same bytes as ``encode_event`` per event, built for a whole delivery batch at once: the frame is
+    copied once (into the joined batch), its checksum continues the record head's instead of covering a
+    concatenated copy, and a type's spelling is looked up instead of encoded again for every event.
+    """
+    parts: List[bytes] = []
+    sizes: List[int] = []
+    names = _NAMES
+    head_of, prefix_of, crc32 = _EVENT_HEAD.pack, _PREFIX.pack, zlib.crc32
+    for seq, event_type, frame in events:
+        name = names.get(event_type)
+        if name is None:
+            name = _event_name(event_type)
+            if len(names) < _NAMES_MAX:
+                names[event_type] = name
+        head = head_of(b"E", seq, len(name)) + name
+        size = len(head) + len(frame)
+        parts += (prefix_of(size, crc32(frame, crc32(head))), head, frame)
+        sizes.append(_PREFIX.size + size)
+    return parts, sizes
 
 
 def encode_usage(usage: Any) -> bytes:

@@ -100,18 +100,18 @@ class RunLogWriter:
         the batch is handed to any client.  Records past the cap are left out (the caller notes where the
         log ends), those before it are written.
         """
-        encode = logformat.encode_event
-        data = [encode(seq, event_type, frame) for seq, event_type, frame in events]
-        fitted = len(data)
-        if self._max:
+        parts, sizes = logformat.encode_events(events)
+        fitted = len(sizes)
+        if self._max and self.size + sum(sizes) > self._max:
             room = self._max - self.size
-            for index, record in enumerate(data):
-                room -= len(record)
+            for index, size in enumerate(sizes):
+                room -= size
                 if room < 0:
                     fitted = index
                     break
+            del parts[3 * fitted:]
         if fitted:
-            self._write(b"".join(data[:fitted]) if fitted > 1 else data[0], capped=False)
+            self._write(b"".join(parts), capped=False)
         return fitted
 
     def sync(self) -> None:
