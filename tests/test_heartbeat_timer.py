@@ -256,3 +256,16 @@ def test_a_marker_is_offered_without_waiting_and_wakes_a_waiting_reader():
     assert queue.offer_marker(BEAT)
     reader.join(10)
     assert got == [[BEAT]]
+
+
+def test_a_heartbeat_due_between_ticks_goes_out_at_the_tick_before_it_never_after():
+    """A client whose read timeout is the interval must never see it fire: early by under a tick, not late."""
+    schedule = Schedule()
+    item = named(1.0, "between", now=0.01)     # due at 1.01, between the ticks 1.0 and 1.025
+    schedule.add(item)
+    assert run_clock(schedule, 1.1) == [(1.0, "between")]
+    item.last = 1.2 + TICK / 3                 # a write between ticks: due again at 2.2083
+    given = run_clock(schedule, 2.5)
+    assert [when for when, _ in given if when > 1.0] == [2.2]
+    assert 2.2 >= item.last + item.interval - TICK
+

@@ -12,7 +12,7 @@ import time
 from iaccode_agui.runs import stream as stream_mod
 from iaccode_agui.runs.channel import END, Subscription
 from iaccode_agui.runs.framequeue import FrameQueue
-from iaccode_agui.runs.heartbeats import BEAT, Entry
+from iaccode_agui.runs.heartbeats import BEAT, TICK, Entry
 from iaccode_agui.runs.stream import IDLE_WRITE_KEY, SSEBody, idle_writer
 from iaccode_agui.serving import IdleWriteTask, ServerThread
 from tests.harness import wait_for
@@ -208,6 +208,18 @@ def test_a_refused_idle_write_falls_back_to_waking_the_stream():
     assert timer.posts[0](BEAT) is True
     assert wait_for(lambda: out == [stream_mod.HEARTBEAT], 10), out
     assert bumps == [1] and body.idle_heartbeats == 0
+    queue.put_final(END)
+    thread.join(10)
+
+
+def test_a_marker_that_finds_its_stream_a_tick_early_is_still_written():
+    """The timer hands a heartbeat out up to a tick before it is due; dropping it as "too early" would
+    leave the stream silent for a whole interval more."""
+    body, queue, timer, bumps = _body(lambda data: False)
+    thread, out = _park(body, queue)
+    body._entry.last = time.monotonic() - (0.5 - 1.5 * TICK)   # a tick and a half before it is due
+    assert timer.posts[0](BEAT) is True
+    assert wait_for(lambda: out == [stream_mod.HEARTBEAT], 10), out
     queue.put_final(END)
     thread.join(10)
 

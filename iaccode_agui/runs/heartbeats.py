@@ -8,9 +8,14 @@ to find nothing to do.  Here one thread keeps a heap of due times for all stream
 queue) when there is something to write or the client is gone.  A stream that writes often never gets a
 marker: a write only moves a number, and the timer looks at it when the old due time comes up.
 
-Due times are rounded up to ``TICK`` so the streams due in the same tick are handled in one pass of the
-timer and their threads run back to back, not spread over the interval.  ``Schedule`` is the pure part
-(plain clock values in, entries out); ``HeartbeatTimer`` is the thread around it.
+Due times are whole ``TICK`` s so the streams due in the same tick are handled in one pass of the timer,
+back to back, not spread over the interval.  A heartbeat is rounded down, to the last tick at or before
+it is due: sent up to a tick early rather than up to a tick late, because what a client needs is a write
+within every interval (a read timeout set to the interval must never fire).  Probes are rounded up.
+Under waitress the timer writes an idle stream's heartbeat itself (``SSEBody`` and
+``serving.IdleWriteTask``), so a pass is a run of writes on one thread, with no thread woken per stream.
+``Schedule`` is the pure part (plain clock values in, entries out); ``HeartbeatTimer`` is the thread
+around it.
 """
 import collections
 import heapq
@@ -26,7 +31,10 @@ log = logging.getLogger("iaccode_agui.heartbeats")
 
 BEAT = object()   # posted on a stream's queue: silent for its interval, write a heartbeat
 GONE = object()   # posted on a stream's queue: the client went away
-TICK = 0.025      # due times are rounded up to this (s): at most this much later, many streams per pass
+TICK = 0.025      # due times are whole ticks (s): many streams per pass; a heartbeat at most one tick early
+# How early a heartbeat marker may find its stream and still be written: the tick it may be early by, plus
+# one for the clock reads in between (a marker dropped as "too early" costs a whole interval).
+EARLY = 2 * TICK
 HEARTBEAT, PROBE = 0, 1
 COMPACT_MIN = 256   # a heap this short is never swept: its ended streams' slots cost next to nothing
 
@@ -54,6 +62,10 @@ class Entry:
 def _tick_at_or_after(when: float) -> int:
     """Due times are whole ticks (integers, so a float quotient never pushes one to the next tick)."""
     return math.ceil(when / TICK - 1e-6)
+
+
+def _tick_at_or_before(when: float) -> int:
+    return math.floor(when / TICK + 1e-6)
 
 
 def _ticks_until(now: float) -> int:
@@ -102,7 +114,8 @@ class Schedule:
     def _push(self, when: float, kind: int, entry: Entry, after: int = -1) -> None:
         """``after``: a slot popped at that tick comes back in a later one, however short the interval
         (else ``due`` would pop it again in the same pass, forever)."""
-        heapq.heappush(self._heap, (max(_tick_at_or_after(when), after + 1), next(self._seq), kind, entry))
+        tick = _tick_at_or_before(when) if kind == HEARTBEAT else _tick_at_or_after(when)
+        heapq.heappush(self._heap, (max(tick, after + 1), next(self._seq), kind, entry))
 
     def next_due(self) -> Optional[float]:
         """When the earliest slot comes up (None: no stream at all); dead slots are dropped first."""
@@ -114,8 +127,9 @@ class Schedule:
     def due(self, now: float) -> Tuple[List[Entry], List[Entry]]:
         """Pop every slot due at ``now``: (entries silent for their interval, entries to probe).
 
-        A heartbeat slot of a stream that wrote since is pushed back to its new due time instead; a
-        stream given a heartbeat gets its next slot an interval on (its write then moves ``last``).
+        A heartbeat is given when it falls due before the next tick; the slot of a stream that wrote
+        since is pushed back to its new due time instead.  A stream given a heartbeat gets its next slot
+        an interval on (the write then moves ``last``).
         """
         beats: List[Entry] = []
         probes: List[Entry] = []
@@ -128,7 +142,7 @@ class Schedule:
             if kind == PROBE:
                 probes.append(entry)
                 self._push(now + entry.poll, PROBE, entry, limit)
-            elif entry.last + entry.interval > now + TICK / 2:
+            elif entry.last + entry.interval >= (limit + 1) * TICK:
                 self._push(entry.last + entry.interval, HEARTBEAT, entry, limit)
             else:
                 beats.append(entry)
@@ -188,7 +202,7 @@ class HeartbeatTimer:
             self.passes += 1
             retry, self._retry = self._retry, []
             now = self._clock()
-            for entry in beats + [e for e in retry if e.alive and now - e.last >= e.interval - TICK]:
+            for entry in beats + [e for e in retry if e.alive and now - e.last >= e.interval - EARLY]:
                 if _deliver(entry, BEAT) is False:
                     self._retry.append(entry)
             for entry in probes:

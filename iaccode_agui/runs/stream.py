@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple
 
 from iaccode_agui.a2a.sse import HEARTBEAT
 from iaccode_agui.runs.channel import END, Subscription
-from iaccode_agui.runs.heartbeats import BEAT, GONE, TICK, Entry, HeartbeatTimer, shared_timer
+from iaccode_agui.runs.heartbeats import BEAT, EARLY, GONE, Entry, HeartbeatTimer, shared_timer
 
 # How long a stream waits on its queue before it makes sure the timer is still running (a guard only:
 # the timer posts long before this when the stream needs anything).
@@ -90,7 +90,7 @@ class SSEBody:
                     # Everything already queued goes out in one write: fewer syscalls, same latency.
                     yield b"".join(frames) if len(frames) > 1 else frames[0]
                     entry.last = time.monotonic()
-                elif BEAT in marks and time.monotonic() - entry.last >= self._heartbeat - TICK:
+                elif BEAT in marks and time.monotonic() - entry.last >= self._heartbeat - EARLY:
                     if self._on_heartbeat is not None:
                         self._on_heartbeat()
                     yield HEARTBEAT
