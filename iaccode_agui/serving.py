@@ -16,11 +16,11 @@ from typing import Any, Dict, Optional
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.server import BaseWSGIServer, create_server
-from waitress.task import ThreadedTaskDispatcher, WSGITask
+from waitress.task import ThreadedTaskDispatcher
 
 from iaccode_agui import i18n
 from iaccode_agui.config import DEFAULT_STREAM_BUFFER_BYTES
-from iaccode_agui.runs.stream import IDLE_WRITE_KEY
+from iaccode_agui.idle_write import IdleWriteTask
 from iaccode_agui.strict_http import accept_many, close_slow_heads, close_stalled, strict_channel
 
 log = logging.getLogger("iaccode_agui.serving")
@@ -30,64 +30,6 @@ DEFAULT_HEADER_TIMEOUT = 10.0
 # Workers kept for the probes alone: every other worker can be held by a stream for minutes.
 CONTROL_THREADS = 2
 CONTROL_NAMES = frozenset(["health", "ready", "metrics"])
-
-
-class IdleWriteTask(WSGITask):
-    """A waitress response that another thread may write a whole chunk to while it is idle.
-
-    A stream's heartbeat used to wake the stream's own worker thread only to write 15 bytes: with 1,000
-    streams at a 0.5 s heartbeat that is 2,000 thread wake-ups a second, each a context switch and a wait
-    for the interpreter lock, and on 2 cores the wake-ups queued behind each other for seconds.  With this
-    the heartbeat timer writes the comment itself, back to back for every stream due in the same tick.
-
-    ``write_idle`` never waits: it gives up (False, the caller falls back to waking the stream) when the
-    output lock is taken, when output is still waiting to be sent (a heartbeat adds nothing then), before
-    the response head is out, once the response has ended (its last chunk is written or about to be), and
-    for a response that is not chunked or close-delimited.  The chunk is framed as ``write`` frames it and
-    goes in with one ``write_soon`` under the output lock, so it lands between two of the stream's own
-    chunks, never inside one.
-    """
-
-    idle_writes_closed = False
-
-    def get_environment(self) -> Dict[str, Any]:
-        environ = super().get_environment()
-        environ[IDLE_WRITE_KEY] = self.write_idle
-        return environ
-
-    def execute(self) -> None:
-        try:
-            super().execute()
-        finally:
-            self._close_idle_writes()
-
-    def finish(self) -> None:
-        self._close_idle_writes()
-        super().finish()
-
-    def _close_idle_writes(self) -> None:
-        with self.channel.outbuf_lock:   # a write_idle under way finishes first: its chunk precedes the end
-            self.idle_writes_closed = True
-
-    def write_idle(self, data: bytes) -> bool:
-        channel = self.channel
-        lock = channel.outbuf_lock
-        if not lock.acquire(False):
-            return False
-        try:
-            if (self.idle_writes_closed or not self.wrote_header or not channel.connected
-                    or channel.total_outbufs_len or not self.has_body):
-                return False
-            if self.chunked_response:
-                data = b"%X\r\n%s\r\n" % (len(data), data)
-            elif self.content_length is not None:
-                return False
-            channel.write_soon(data)   # the lock is re-entrant; with nothing waiting this never blocks
-            return True
-        except Exception:   # ClientDisconnected, a send error: the stream's own next write finds out
-            return False
-        finally:
-            lock.release()
 
 
 def is_control_request(channel: Any) -> bool:

@@ -6,31 +6,50 @@ head or after its last chunk, and is framed as waitress frames the stream's own 
 checked here, on stand-in channels for the refusals and on a real waitress server for the wire.
 """
 import http.client
+import socket
+import sys
 import threading
 import time
+
+import pytest
 
 from iaccode_agui.runs import stream as stream_mod
 from iaccode_agui.runs.channel import END, Subscription
 from iaccode_agui.runs.framequeue import FrameQueue
 from iaccode_agui.runs.heartbeats import BEAT, TICK, Entry
 from iaccode_agui.runs.stream import IDLE_WRITE_KEY, SSEBody, idle_writer
-from iaccode_agui.serving import IdleWriteTask, ServerThread
+from iaccode_agui import idle_write
+from iaccode_agui.idle_write import IdleWriteTask
+from iaccode_agui.serving import ServerThread
 from tests.harness import wait_for
 
 
 class _Channel:
-    """What ``write_idle`` touches of a waitress channel."""
+    """What ``write_idle`` touches of a waitress channel, on one end of a real socket pair."""
 
     def __init__(self) -> None:
         self.outbuf_lock = threading.Condition()
         self.connected = True
         self.total_outbufs_len = 0
-        self.written = []
+        self.buffered = []                 # what went the usual way (waitress's output buffer)
+        self.socket, self.peer = socket.socketpair()
+        self.socket.setblocking(False)
+        self.peer.setblocking(False)
 
     def write_soon(self, data: bytes) -> int:
         with self.outbuf_lock:
-            self.written.append(data)
+            self.buffered.append(data)
             return len(data)
+
+    def received(self) -> bytes:
+        try:
+            return self.peer.recv(1 << 20)
+        except BlockingIOError:
+            return b""
+
+    def close(self) -> None:
+        self.socket.close()
+        self.peer.close()
 
 
 def _task(chunked: bool = True, content_length=None, wrote_header: bool = True) -> IdleWriteTask:
@@ -43,16 +62,21 @@ def _task(chunked: bool = True, content_length=None, wrote_header: bool = True) 
     return task
 
 
-def test_an_idle_chunked_response_gets_one_whole_framed_chunk():
+def test_an_idle_chunked_response_gets_one_whole_framed_chunk_on_the_wire():
     task = _task()
+    task.channel.last_activity = 0.0
     assert task.write_idle(b": heartbeat\n\n") is True
-    assert task.channel.written == [b"D\r\n: heartbeat\n\n\r\n"]
+    assert task.channel.received() == b"D\r\n: heartbeat\n\n\r\n"
+    assert task.channel.buffered == []
+    assert task.channel.last_activity > 0 and task.channel.progress == 1   # the stall sweep sees it move
+    task.channel.close()
 
 
 def test_a_close_delimited_response_gets_the_bytes_as_they_are():
     task = _task(chunked=False)
     assert task.write_idle(b": heartbeat\n\n") is True
-    assert task.channel.written == [b": heartbeat\n\n"]
+    assert task.channel.received() == b": heartbeat\n\n"
+    task.channel.close()
 
 
 def test_write_idle_refuses_instead_of_waiting_or_breaking_the_response():
@@ -70,7 +94,9 @@ def test_write_idle_refuses_instead_of_waiting_or_breaking_the_response():
     cases["no body allowed"].status = "304 Not Modified"
     refused = {name: task.write_idle(b"x") for name, task in cases.items()}
     assert refused == {name: False for name in cases}
-    assert all(task.channel.written == [] for task in cases.values())
+    assert all(task.channel.received() == b"" and task.channel.buffered == [] for task in cases.values())
+    for task in cases.values():
+        task.channel.close()
 
 
 def test_write_idle_does_not_wait_for_a_lock_another_thread_holds():
@@ -93,16 +119,50 @@ def test_write_idle_does_not_wait_for_a_lock_another_thread_holds():
         release.set()
         thread.join(10)
     assert task.write_idle(b"x") is True
+    task.channel.close()
 
 
-def test_a_write_error_is_a_refusal_not_an_exception_in_the_timer():
+def test_a_full_socket_buffer_hands_the_chunk_to_waitress_instead_of_waiting():
     task = _task()
+    sock = task.channel.socket
+    try:
+        while True:
+            sock.send(b"x" * 65536)
+    except BlockingIOError:
+        pass
+    started = time.monotonic()
+    assert task.write_idle(b": heartbeat\n\n") is True
+    assert time.monotonic() - started < 1.0
+    assert task.channel.buffered == [b"D\r\n: heartbeat\n\n\r\n"]   # waitress's loop sends it when it can
+    task.channel.close()
 
-    def broken(data: bytes) -> int:
-        raise OSError("broken pipe")
 
-    task.channel.write_soon = broken
+def test_a_send_error_is_a_refusal_not_an_exception_in_the_timer():
+    task = _task()
+    task.channel.socket.close()          # a descriptor that is gone: the send fails
     assert task.write_idle(b"x") is False
+    assert task.channel.buffered == []
+    task.channel.peer.close()
+
+
+def test_send_now_says_what_the_socket_took_with_the_c_send_and_without_it():
+    for send in (idle_write._SEND, None):
+        ours, peer = socket.socketpair()
+        ours.setblocking(False)
+        try:
+            assert idle_write.send_now(ours, b"abc", send) == 3
+            assert peer.recv(10) == b"abc"
+            peer.close()
+            failed = [idle_write.send_now(ours, b"abc", send) for _ in range(3)]
+            assert failed[-1] == -1      # the peer is gone: EPIPE or ECONNRESET, never an exception
+        finally:
+            ours.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the C library's send is looked up on Linux only here")
+def test_on_linux_the_heartbeat_send_keeps_the_interpreter_lock():
+    """Without it one thread sending many heartbeats waits up to 5 ms per send behind any busy thread."""
+    assert idle_write._SEND is not None
 
 
 def _streaming_app(seen: dict, proceed: threading.Event):
