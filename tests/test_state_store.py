@@ -71,6 +71,15 @@ def test_save_then_load_round_trips(store):
         assert txn.state == make_state(sequence=3)
 
 
+def test_after_a_save_the_transaction_holds_its_own_copy_of_what_was_written(store):
+    state = make_state(sequence=3)
+    with store.transaction("thread-1") as txn:
+        txn.save(state)
+        state.execution.pipeline_sequence = 9          # the caller's object is not the transaction's
+        assert txn.state is not state and txn.state == make_state(sequence=3)
+        assert txn.state == store.load("thread-1")
+
+
 def test_file_format_and_location(store):
     save(store, make_state("Thread/X"))
     path = store.path_for("Thread/X")

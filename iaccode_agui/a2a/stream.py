@@ -146,6 +146,8 @@ class A2AStream:
         self._template_tried = False   # a template was built (or tried) and has not served a frame yet
         # Called each time the stream is about to wait for the network (the reader flushes its batch).
         self.before_read: Optional[Callable[[], None]] = None
+        # Called once by ``close()`` after a stream that was not aborted (the client opens the next connection).
+        self.after_close: Optional[Callable[[], Any]] = None
 
     @property
     def aborted(self) -> bool:
@@ -298,6 +300,9 @@ class A2AStream:
         if not self._done and not self._aborted and self._resp is not None:
             self._drain_for_reuse(self._resp)
         self._finish()
+        hook, self.after_close = self.after_close, None
+        if hook is not None and not self._aborted:
+            hook()
 
     def _drain_for_reuse(self, resp: requests.Response) -> None:
         raw = resp.raw

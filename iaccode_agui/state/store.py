@@ -139,7 +139,8 @@ class Transaction:
             raise ValueError("refusing to save the state of another thread")
         document = state.to_document()
         try:
-            ThreadState.from_document(document, self.thread_id)
+            # What a later load would return; once written it is also the copy ``self.state`` becomes.
+            saved = ThreadState.from_document(document, self.thread_id)
         except StateCorrupt as exc:
             raise ValueError("refusing to save an invalid thread state: %s" % exc.reason) from None
         document["revision"] = self._revision + 1
@@ -152,7 +153,7 @@ class Transaction:
             raise StateWriteFailed("the thread state exceeds %d bytes" % MAX_STATE_BYTES)
         self._store._write_atomic(self._stem + ".json", payload)
         self._revision += 1
-        self.state = state.copy()
+        self.state = saved
 
     def delete(self) -> None:
         """Remove the thread's document (its lock files stay: other holders may have them open)."""
