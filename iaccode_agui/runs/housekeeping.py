@@ -1,6 +1,7 @@
 """The manager's background timer: what was kept for re-attach is released on time, not on the next request.
 
-Every tick forgets finished runs past their window, brings replay memory under its byte budget and, once
+Every tick forgets finished runs past their window, brings replay memory under its byte budget, keeps
+each finished run whose log holds all its events as a small summary (``runs.finished``) and, once
 runs have ended (see ``iaccode_agui.allocator``), hands freed heap back to the operating system; every few
 ticks it also expires run logs on disk.  Without the
 timer, a burst of large runs followed by silence would keep its memory until the next admission.
@@ -42,6 +43,7 @@ class Housekeeper:
         released = sum(channel.drop_memory() for channel in finished if channel.log_complete)
         live = [run.channel for run in manager.live_runs()]
         released += manager.budget.settle(finished, live)
+        manager.summarise_finished()    # before the release below, so the graphs it frees are handed back
         ended_total = manager.ended_total
         ended, self._ended_seen = ended_total - self._ended_seen, ended_total
         self.releaser.note(released, ended, len(live))

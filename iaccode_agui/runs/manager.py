@@ -29,6 +29,7 @@ from iaccode_agui.runs.cancel import CANCELLED, cancel_execution
 from iaccode_agui.runs.attach import LogAttach
 from iaccode_agui.runs.channel import RunChannel, Subscription
 from iaccode_agui.runs.expiry import ExpiryScheduler
+from iaccode_agui.runs.finished import summarise
 from iaccode_agui.runs.housekeeping import Housekeeper
 from iaccode_agui.runs.liverun import LiveRun
 from iaccode_agui.runs.profile import DEFAULT as DEFAULT_PROFILE, ProfileRegistry, RunProfile, publisher_for
@@ -392,6 +393,15 @@ class RunManager:
             while self._finished and (len(self._finished) > FINISHED_KEEP or
                                       now - (self._finished[0].ended_at or 0) > FINISHED_TTL):
                 self._finished.popleft()
+
+    def summarise_finished(self) -> int:
+        """Keep each finished run whose log holds all its events as a small summary; how many were swapped."""
+        with self._lock:
+            kept = self._finished
+            swaps = [(index, summary) for index, summary in enumerate(map(summarise, kept)) if summary is not None]
+            for index, summary in swaps:
+                kept[index] = summary      # type: ignore[call-overload]
+        return len(swaps)
 
     def stop(self) -> None:
         """Stop the background timers (an embedder closing the app, or the CLI exiting)."""
