@@ -53,6 +53,15 @@ def _read_all(fd: int) -> bytes:
         chunks.append(chunk)
 
 
+_SIZE_BITS = 48
+_SIZE_MASK = (1 << _SIZE_BITS) - 1
+
+
+def _stamp(size: int, mtime_ns: int) -> int:
+    """A closed log's size and mtime as one int: the retention index keeps one object per log, not three."""
+    return mtime_ns << _SIZE_BITS | size
+
+
 def _is_closed(path: str, size: int) -> bool:
     try:
         with open(path, "rb") as handle:
@@ -179,10 +188,10 @@ class RunLogStore:
         self._ready = False
         self._stop = threading.Event()
         self._sweeper: Optional[threading.Thread] = None
-        # Logs seen closed (name -> (size, mtime in ns)): a closed log never becomes live again, so the
-        # timer's scans stat it instead of opening, locking and reading it.  Without this every scan costs
-        # a few opens per kept log, and with thousands kept the scans crowd out the request path.
-        self._closed: Dict[str, Tuple[int, int]] = {}
+        # Logs seen closed (name -> ``_stamp`` of size and mtime): a closed log never becomes live again, so
+        # the timer's scans stat it instead of opening, locking and reading it.  Without this every scan
+        # costs a few opens per kept log, and with thousands kept the scans crowd out the request path.
+        self._closed: Dict[str, int] = {}
 
     @property
     def enabled(self) -> bool:
@@ -358,7 +367,8 @@ class RunLogStore:
         finished = []
         total = 0
         for name, path, known in self._scan_logs(names):
-            info = (known[0], known[1] / 1e9, False) if known is not None else self._finished_info(path)
+            info = (known & _SIZE_MASK, (known >> _SIZE_BITS) / 1e9, False) if known is not None \
+                else self._finished_info(path)
             if info is None:
                 continue
             size, mtime, live = info
@@ -386,8 +396,8 @@ class RunLogStore:
             if now - os.lstat(path).st_mtime > CREATING_STALE:
                 self._unlink_if_unlocked(path)
 
-    def _scan_logs(self, names: Optional[List[str]] = None) -> List[Tuple[str, str, Optional[Tuple[int, int]]]]:
-        """(name, path, (size, mtime ns) if known closed and unchanged, else None) of every ``.log`` file."""
+    def _scan_logs(self, names: Optional[List[str]] = None) -> List[Tuple[str, str, Optional[int]]]:
+        """(name, path, its ``_stamp`` if known closed and unchanged, else None) of every ``.log`` file."""
         if names is None:
             try:
                 names = os.listdir(self.runs_dir)
@@ -405,7 +415,7 @@ class RunLogStore:
                 except OSError:
                     self._closed.pop(name, None)
                     continue
-                if (info.st_size, info.st_mtime_ns) != known:
+                if _stamp(info.st_size, info.st_mtime_ns) != known:
                     self._closed.pop(name, None)
                     known = None
             found.append((name, path, known))
@@ -423,7 +433,7 @@ class RunLogStore:
         except OSError:
             return True
         if info.st_size == size:
-            self._closed[name] = (info.st_size, info.st_mtime_ns)
+            self._closed[name] = _stamp(info.st_size, info.st_mtime_ns)
         return True
 
     @staticmethod
