@@ -89,7 +89,7 @@ def test_expired_remembered_logs_are_still_removed(store):
 
 
 def test_remembered_sizes_and_times_decide_retention_as_a_fresh_scan_does(store):
-    """The index keeps one int per closed log (size and mtime packed): what it says must be the file's."""
+    """The index keeps one int per closed log (a hash of name, size and mtime): sizes and times come from the files."""
     _closed_logs(store, 4)
     paths = [store.path_for("t", "r%d" % index) for index in range(4)]
     for age, path in enumerate(reversed(paths)):    # r0 oldest ... r3 newest, whole seconds apart
@@ -97,7 +97,7 @@ def test_remembered_sizes_and_times_decide_retention_as_a_fresh_scan_does(store)
         os.utime(path, ns=(stamp * 10 ** 9 + 123_456_789, stamp * 10 ** 9 + 123_456_789))
     store.ttl = 10 ** 9       # the orphan scan indexes only logs within the retention time
     assert store.orphans() == [] and store.sweep(now=1_700_000_000) == 0
-    assert len(store._closed) == 4 and all(type(value) is int for value in store._closed.values())
+    assert len(store._closed) == 4 and all(type(stamp) is int for stamp in store._closed)
     sizes = [os.path.getsize(path) for path in paths]
     store.ttl = 25        # r0 is 30 s old at this "now", r1 20 s: only r0 is past it
     assert store.sweep(now=1_700_000_000) == 1
@@ -106,3 +106,4 @@ def test_remembered_sizes_and_times_decide_retention_as_a_fresh_scan_does(store)
     store.max_bytes = sum(sizes[1:]) - 1      # one byte over: the oldest left (r1) goes, by its remembered size
     assert store.sweep(now=1_700_000_000) == 1
     assert [os.path.exists(path) for path in paths] == [False, False, True, True]
+    assert store.orphans() == [] and len(store._closed) == 2     # removed logs leave the index

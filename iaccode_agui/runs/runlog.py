@@ -24,7 +24,7 @@ import os
 import stat
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from iaccode_agui.runs import logformat
 from iaccode_agui.runs.logformat import Record
@@ -53,13 +53,14 @@ def _read_all(fd: int) -> bytes:
         chunks.append(chunk)
 
 
-_SIZE_BITS = 48
-_SIZE_MASK = (1 << _SIZE_BITS) - 1
+def _stamp(name: str, size: int, mtime_ns: int) -> int:
+    """What the retention index keeps of a closed log: one hash of its name, size and mtime.
 
-
-def _stamp(size: int, mtime_ns: int) -> int:
-    """A closed log's size and mtime as one int: the retention index keeps one object per log, not three."""
-    return mtime_ns << _SIZE_BITS | size
+    One small int per kept log instead of its name and a tuple (about 60 bytes instead of 240, with
+    thousands of logs kept).  Two logs whose triples hash alike (about one chance in 2**64 per pair) would
+    only spare the newer one an examination for being an orphan.
+    """
+    return hash((name, size, mtime_ns))
 
 
 def _is_closed(path: str, size: int) -> bool:
@@ -188,10 +189,10 @@ class RunLogStore:
         self._ready = False
         self._stop = threading.Event()
         self._sweeper: Optional[threading.Thread] = None
-        # Logs seen closed (name -> ``_stamp`` of size and mtime): a closed log never becomes live again, so
+        # Logs seen closed, as ``_stamp`` of name, size and mtime: a closed log never becomes live again, so
         # the timer's scans stat it instead of opening, locking and reading it.  Without this every scan
         # costs a few opens per kept log, and with thousands kept the scans crowd out the request path.
-        self._closed: Dict[str, int] = {}
+        self._closed: Set[int] = set()
 
     @property
     def enabled(self) -> bool:
@@ -367,8 +368,7 @@ class RunLogStore:
         finished = []
         total = 0
         for name, path, known in self._scan_logs(names):
-            info = (known & _SIZE_MASK, (known >> _SIZE_BITS) / 1e9, False) if known is not None \
-                else self._finished_info(path)
+            info = (known[0], known[1], False) if known is not None else self._finished_info(path)
             if info is None:
                 continue
             size, mtime, live = info
@@ -380,8 +380,7 @@ class RunLogStore:
         for mtime, size, path in finished:
             if now - mtime <= self.ttl and total <= self.max_bytes:
                 continue
-            if self._unlink_if_unlocked(path):
-                self._closed.pop(os.path.basename(path), None)
+            if self._unlink_if_unlocked(path):      # its stamp leaves the index at the next scan
                 total -= size
                 removed += 1
         for name in names:
@@ -396,33 +395,35 @@ class RunLogStore:
             if now - os.lstat(path).st_mtime > CREATING_STALE:
                 self._unlink_if_unlocked(path)
 
-    def _scan_logs(self, names: Optional[List[str]] = None) -> List[Tuple[str, str, Optional[int]]]:
-        """(name, path, its ``_stamp`` if known closed and unchanged, else None) of every ``.log`` file."""
+    def _scan_logs(self, names: Optional[List[str]] = None) -> List[Tuple[str, str, Optional[Tuple[int, float]]]]:
+        """(name, path, (size, mtime) if known closed and unchanged, else None) of every ``.log`` file.
+
+        The index is rebuilt from what is still there, so a removed log leaves it; a stamp added by a
+        concurrent scan may be lost, which costs that log one more examination, nothing else.
+        """
         if names is None:
             try:
                 names = os.listdir(self.runs_dir)
             except OSError:
                 return []
         found = []
+        closed, still = self._closed, set()
         for name in names:
             if not name.endswith(".log"):
                 continue
             path = os.path.join(self.runs_dir, name)
-            known = self._closed.get(name)
-            if known is not None:
+            known: Optional[Tuple[int, float]] = None
+            if closed:
                 try:
                     info = os.stat(path, follow_symlinks=False)
                 except OSError:
-                    self._closed.pop(name, None)
                     continue
-                if _stamp(info.st_size, info.st_mtime_ns) != known:
-                    self._closed.pop(name, None)
-                    known = None
+                stamp = _stamp(name, info.st_size, info.st_mtime_ns)
+                if stamp in closed:
+                    still.add(stamp)
+                    known = info.st_size, info.st_mtime
             found.append((name, path, known))
-        listed = set(names)
-        for name in list(self._closed):      # the start-up scan may run in another thread
-            if name not in listed:
-                self._closed.pop(name, None)
+        self._closed = still
         return found
 
     def _seen_closed(self, name: str, path: str, size: int) -> bool:
@@ -433,7 +434,7 @@ class RunLogStore:
         except OSError:
             return True
         if info.st_size == size:
-            self._closed[name] = _stamp(info.st_size, info.st_mtime_ns)
+            self._closed.add(_stamp(name, info.st_size, info.st_mtime_ns))
         return True
 
     @staticmethod
