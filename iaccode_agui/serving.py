@@ -15,6 +15,7 @@ from typing import Any, Dict, Optional
 
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer, create_server
 from waitress.task import ThreadedTaskDispatcher
 
@@ -170,6 +171,7 @@ class ServerThread:
                 self.server.task_dispatcher.shutdown(timeout=2)  # type: ignore[attr-defined]
                 self.control.shutdown(timeout=2)
             finally:
+                _close_connections(server_map)   # while the wake-up pipe is open, though none pulls it then
                 self.server.close()
                 wasyncore.close_all(server_map)
 
@@ -187,3 +189,19 @@ class ServerThread:
     def stop(self, timeout: float = 5.0) -> None:
         self._stopping.set()
         self.thread.join(timeout)
+
+
+def _close_connections(server_map: Dict[int, Any]) -> None:
+    """Close every client connection as waitress does (``handle_close``) before ``close_all`` closes the rest.
+
+    ``close_all`` closes a socket without the connection's output lock and without waking a worker that
+    waits on it for a client that stopped reading: that worker, and its response, would stay blocked for
+    as long as the process lives.  ``handle_close`` takes the lock (a write under way finishes first) and
+    wakes the waiting worker, whose write then fails and ends its response.
+    """
+    for dispatcher in list(server_map.values()):
+        if isinstance(dispatcher, HTTPChannel):
+            try:
+                dispatcher.handle_close()
+            except Exception:   # shutting down: a connection that fails to close is closed below anyway
+                log.debug("closing a connection at shutdown failed", exc_info=True)
