@@ -277,16 +277,25 @@ class RunManager:
             raise AguiError("RUN_ALREADY_TERMINAL")
         if digest is not None and run.digest != digest:
             raise AguiError("RUN_ID_CONFLICT")
-        if run.takeover_gate.acquire(blocking=False):
-            try:
-                sub = run.channel.attach(after_seq, takeover_wait=REATTACH_TAKEOVER_WAIT)
-            finally:
-                run.takeover_gate.release()
-        else:
-            sub = run.channel.attach(after_seq)
+        sub = self._attach_channel(run, after_seq)
+        kept = self.find_run(thread_id, run_id)
+        if kept is not None and kept is not run:
+            # The housekeeper swapped the run for its summary between the lookup and the attach: the
+            # summary's channel is the one later clients see, so the attach moves there (one at a time).
+            sub.detach()
+            run, sub = kept, self._attach_channel(kept, after_seq)
         run.cancel_grace()
         self.metrics.inc("agui_reattach_total")
         return run, sub
+
+    @staticmethod
+    def _attach_channel(run: Any, after_seq: Optional[int]) -> Subscription:
+        if run.takeover_gate.acquire(blocking=False):
+            try:
+                return run.channel.attach(after_seq, takeover_wait=REATTACH_TAKEOVER_WAIT)
+            finally:
+                run.takeover_gate.release()
+        return run.channel.attach(after_seq)
 
     def _admit_freeing_abandoned(self, req: RunRequest) -> Tuple[LiveRun, admission_rules.Admission]:
         try:
