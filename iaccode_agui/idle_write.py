@@ -14,7 +14,6 @@ the socket is non-blocking and the call is given ``MSG_DONTWAIT``, so it returns
 peer does (a few microseconds for 20 bytes).  Where the C library's ``send`` cannot be reached that way
 (``ctypes`` missing, no such symbol), the ordinary socket send is used.
 """
-import ctypes
 import errno
 import socket
 import time
@@ -24,13 +23,18 @@ from waitress.task import WSGITask
 
 from iaccode_agui.runs.stream import IDLE_WRITE_KEY
 
+try:   # an interpreter built without ctypes still serves: its heartbeats take the ordinary socket send
+    import ctypes
+except ImportError:   # pragma: no cover - every CPython this project supports on Linux has it
+    ctypes = None  # type: ignore[assignment]
+
 _FLAGS = getattr(socket, "MSG_DONTWAIT", 0) | getattr(socket, "MSG_NOSIGNAL", 0)
 _RETRY = (errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR)
 
 
 def _libc_send() -> Optional[Callable[..., int]]:
     """The C library's ``send`` called with the interpreter lock held (``PyDLL``), or None."""
-    if not _FLAGS & getattr(socket, "MSG_DONTWAIT", 0):
+    if ctypes is None or not _FLAGS & getattr(socket, "MSG_DONTWAIT", 0):
         return None   # without MSG_DONTWAIT a send could block while holding the lock: never
     try:
         send = ctypes.PyDLL(None, use_errno=True).send
