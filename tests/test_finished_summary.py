@@ -13,7 +13,7 @@ import pytest
 from iaccode_agui.agentcore.stop import stop_run
 from iaccode_agui.errors import AguiError
 from iaccode_agui.inputs import parse_run_request
-from iaccode_agui.runs import manager as manager_module
+from iaccode_agui.runs import kept as kept_module
 from iaccode_agui.runs.finished import FinishedRun, LoggedChannel
 from iaccode_agui.runs.liverun import LiveRun
 from tests.run_harness import QuietClient, body, drain, finish, make_manager, start, status, task_frame
@@ -158,7 +158,7 @@ def test_runs_that_still_need_their_graph_are_not_summarised(tmp_path):
 
 
 def test_the_finished_run_bound_holds_for_summaries(tmp_path, monkeypatch):
-    monkeypatch.setattr(manager_module, "FINISHED_KEEP", 3)
+    monkeypatch.setattr(kept_module, "FINISHED_KEEP", 3)
     manager, quiet = _manager(tmp_path)
     try:
         for index in range(5):

@@ -10,7 +10,7 @@ import pytest
 from iaccode_agui import allocator, cli
 from iaccode_agui.allocator import MemoryReleaser
 from iaccode_agui.config import Settings
-from iaccode_agui.runs import manager as manager_module
+from iaccode_agui.runs import kept as kept_module
 from tests.run_harness import QuietClient, body, finish, make_manager, start, status, task_frame
 
 
@@ -66,7 +66,7 @@ def test_without_malloc_trim_the_collection_still_happens():
 
 
 def test_the_housekeeper_releases_after_runs_end_and_the_finished_runs_are_freed(tmp_path, monkeypatch):
-    monkeypatch.setattr(manager_module, "FINISHED_KEEP", 0)     # forgotten at once: only cycles hold them
+    monkeypatch.setattr(kept_module, "FINISHED_KEEP", 0)     # forgotten at once: only cycles hold them
     quiet = QuietClient()
     manager = make_manager(tmp_path, quiet, memory_release_runs=64)
     manager.housekeeper.stop()                                  # the test ticks it itself

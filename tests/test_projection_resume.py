@@ -9,7 +9,9 @@ import pytest
 
 from iaccode_agui.a2a.dialect import context_id_for
 from iaccode_agui.projection import resume as machine_module
-from iaccode_agui.projection.resume import IllegalTransition, Phase, ResumeMachine
+from iaccode_agui.projection import resume_phases
+from iaccode_agui.projection.resume import ResumeMachine
+from iaccode_agui.projection.resume_phases import IllegalTransition, Phase
 from iaccode_agui.projection.resume_commands import (CancelTask, Delivery, Emit, FetchTask, Finished, RecordAnswer,
                                                      RecordInFlight, RecordInterrupts, ReleaseExecution,
                                                      RestoreSession, ResumeFacts, SendAnswer, Subscribe, Upstream)
@@ -292,7 +294,7 @@ def test_pipeline_resume_catches_up_before_planning():
 # ---- the table ------------------------------------------------------------------------------------------
 def test_every_waiting_phase_has_a_handler_and_a_row():
     for phase in Phase:
-        assert phase in machine_module._NEXT
+        assert phase in resume_phases._NEXT
         if phase is not Phase.ENDED:
             assert phase in machine_module._HANDLERS
 

@@ -1,7 +1,8 @@
 """Resuming an interrupted run: the rules that check the answers, and the machine that walks a resume.
 
-How a resume walks through ``ResumeMachine`` (each step is a state; the shell in ``runs.resume`` executes
-the command the machine asks for and reports what the upstream answered with ``observe``):
+How a resume walks through ``ResumeMachine`` (each step is a phase of ``projection.resume_phases``; the
+shell in ``runs.resume`` executes the command the machine asks for and reports what the upstream answered
+with ``observe``):
 
 1. *Check*: with no task or nothing pending there is nothing to resume.  A replay of answers already
    applied is ``RESUME_ALREADY_APPLIED``, answers to expired interrupts ``EXECUTION_EXPIRED``, anything
@@ -11,7 +12,8 @@ the command the machine asks for and reports what the upstream answered with ``o
    says what the task waits for.
 4. *Recover*: an answer sent before a crash but never seen accepted is committed now (``RecordAnswer``)
    when the snapshot proves the runtime consumed it (``projection.inflight``), and the text of the turn
-   it started is shown; when the snapshot cannot tell, it is resent and a refusal decides.  A terminal task ends the resume unless the client replays exactly those answers.
+   it started is shown; when the snapshot cannot tell, it is resent and a refusal decides.  A terminal
+   task ends the resume unless the client replays exactly those answers.
 5. *Catch up*: a pipeline run first recovers the events it missed (``RecoverPipeline``).
 6. *Plan*: every answer is checked before anything is sent (``plan_resume``), so a refused resume leaves
    every interrupt pending; inputs the client never saw are announced again instead (discovery).
@@ -25,8 +27,7 @@ the command the machine asks for and reports what the upstream answered with ``o
 ``Emit`` carries projector outputs; the shell applies them (effects durable before events visible).
 The machine and the rules do no I/O, so tests drive them with lists of dicts.
 """
-import enum
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from iaccode_agui import errors
 from iaccode_agui.a2a import dialect
@@ -38,71 +39,14 @@ from iaccode_agui.projection.resume_commands import (CancelTask, Command, Delive
                                                      RecordAnswer, RecordInFlight, RecordInterrupts, RecoverPipeline,
                                                      ReleaseExecution, RestoreSession, ResumeFacts, SendAnswer,
                                                      Subscribe, Upstream)
+from iaccode_agui.projection.resume_phases import Phase, check_move
 from iaccode_agui.projection.resume_plan import ResumePlan, plan_resume, resume_digest
 from iaccode_agui.projection.effects import Output, Pending
 from iaccode_agui.projection.run import ProtocolViolation, RunProjector
 from iaccode_agui.projection.states import TaskState
 
-
-class Phase(enum.Enum):
-    """What the machine waits for: the result of the command it last asked for."""
-    CHECK = "check"                                   # nothing asked yet
-    RESTORING = "restoring"                           # RestoreSession
-    FETCHING = "fetching"                             # FetchTask, the snapshot every check is made on
-    RECOVERING = "recovering"                         # RecordAnswer of an answer the runtime took pre-crash
-    RELEASING = "releasing"                           # ReleaseExecution before the run ends
-    CATCHING_UP = "catching-up"                       # RecoverPipeline before the plan
-    RECORDING_DISCOVERED = "recording-discovered"     # RecordInterrupts of inputs the client never saw
-    RECORDING_IN_FLIGHT = "recording-in-flight"       # RecordInFlight before an answer goes out
-    SENDING = "sending"                               # SendAnswer
-    RECORDING_PRIOR = "recording-prior"               # RecordAnswer of a refused answer applied pre-crash
-    CLEARING_IN_FLIGHT = "clearing-in-flight"         # RecordInFlight(None) after a refusal
-    CANCELLING = "cancelling"                         # CancelTask for a cancelled question
-    RECORDING_CANCELLED = "recording-cancelled"       # RecordAnswer of that cancelled question
-    FOLLOW_CATCH_UP = "follow-catch-up"               # RecoverPipeline while following
-    FOLLOW_FETCH = "follow-fetch"                     # FetchTask while following
-    SUBSCRIBING = "subscribing"                       # Subscribe
-    REPAIRING = "repairing"                           # the last FetchTask
-    GIVING_UP = "giving-up"                           # CancelTask, no boundary came
-    EMITTING = "emitting"                             # Emit; then the step it was emitted for
-    ENDED = "ended"
-
-
 SNAPSHOT_HISTORY = 100        # history entries of the resume's task snapshot, as the reference reads it
 RECOVERY_HISTORY = 10000      # ... when answers in flight are judged by the turn's text, which needs all of it
-
-_FOLLOW = frozenset({Phase.FOLLOW_CATCH_UP, Phase.FOLLOW_FETCH})
-_DELIVER = frozenset({Phase.RECORDING_IN_FLIGHT, Phase.EMITTING}) | _FOLLOW
-_PLAN = frozenset({Phase.RECORDING_DISCOVERED, Phase.EMITTING}) | _DELIVER
-_RECOVER = frozenset({Phase.RECOVERING, Phase.RELEASING, Phase.CATCHING_UP, Phase.EMITTING}) | _PLAN
-
-# Which phase may follow which: a move outside this table is a bug in the machine, not in the upstream.
-_NEXT: Dict[Phase, FrozenSet[Phase]] = {
-    Phase.CHECK: frozenset({Phase.RESTORING, Phase.FETCHING, Phase.EMITTING}),
-    Phase.RESTORING: frozenset({Phase.FETCHING, Phase.EMITTING}),
-    Phase.FETCHING: frozenset({Phase.EMITTING}),
-    Phase.RECOVERING: _RECOVER,
-    Phase.RELEASING: frozenset({Phase.EMITTING}),
-    Phase.CATCHING_UP: _PLAN,
-    Phase.RECORDING_DISCOVERED: frozenset({Phase.EMITTING}) | _FOLLOW,
-    Phase.RECORDING_IN_FLIGHT: frozenset({Phase.SENDING, Phase.CANCELLING, Phase.EMITTING}),
-    Phase.SENDING: _DELIVER | {Phase.RECORDING_PRIOR, Phase.CLEARING_IN_FLIGHT},
-    Phase.RECORDING_PRIOR: frozenset({Phase.EMITTING}),
-    Phase.CLEARING_IN_FLIGHT: frozenset({Phase.EMITTING}),
-    Phase.CANCELLING: frozenset({Phase.RECORDING_CANCELLED, Phase.EMITTING}),
-    Phase.RECORDING_CANCELLED: frozenset({Phase.RELEASING}),
-    Phase.FOLLOW_CATCH_UP: frozenset({Phase.FOLLOW_FETCH, Phase.EMITTING}),
-    Phase.FOLLOW_FETCH: frozenset({Phase.SUBSCRIBING, Phase.EMITTING}),
-    Phase.SUBSCRIBING: frozenset({Phase.REPAIRING}),
-    Phase.REPAIRING: frozenset({Phase.GIVING_UP, Phase.EMITTING}),
-    Phase.GIVING_UP: frozenset({Phase.EMITTING}),
-    Phase.EMITTING: frozenset(Phase),
-    Phase.ENDED: frozenset(),
-}
-
-
-class IllegalTransition(RuntimeError):
-    """The machine tried a move its table does not allow (a bug, never an upstream condition)."""
 
 
 Result = Any     # what the shell observed: a document, an ``Upstream``/``Delivery`` member, a bool, or None
@@ -179,8 +123,7 @@ class ResumeMachine:
 
     # ---- moves ------------------------------------------------------------------------------------
     def _go(self, phase: Phase) -> None:
-        if phase not in _NEXT[self.phase]:
-            raise IllegalTransition("%s -> %s" % (self.phase.value, phase.value))
+        check_move(self.phase, phase)
         self.phase = phase
 
     def _ask(self, phase: Phase, command: Command) -> Command:

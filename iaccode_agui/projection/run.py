@@ -8,7 +8,8 @@ any I/O.  Tests drive it with plain lists of dicts.
 
 Every change of the projector's state goes through one of its methods; the shell reads its attributes
 but never writes them, so the rules below are the only place a pending interrupt, an answer in flight
-or the end of the run can be decided.
+or the end of the run can be decided.  What an artifact or a tool report becomes needs none of that
+state and lives in ``projection.content``.
 """
 import dataclasses
 import time
@@ -16,7 +17,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from iaccode_agui import errors
 from iaccode_agui.a2a import dialect
-from iaccode_agui.canonical import canonical_json, coerce_numbers
+from iaccode_agui.projection import content
 from iaccode_agui.projection import events as ev
 from iaccode_agui.projection import interrupts
 from iaccode_agui.projection.context import ConversationLost, ProtocolViolation, RunContext, SessionNotice
@@ -201,7 +202,7 @@ class RunProjector:
         if kind == "statusUpdate" or kind == "task":
             out.extend(self._status(kind, obj, iac, with_text, history_text))
         elif kind == "artifactUpdate":
-            out.extend(self._artifact(obj))
+            out.extend(content.artifact_events(obj))
         elif kind == "message":
             out.extend(self._message(obj, with_text))
         return out
@@ -232,18 +233,6 @@ class RunProjector:
             self.last_state = state
         return event
 
-    def _artifact(self, obj: Dict[str, Any]) -> List[Output]:
-        artifact = obj.get("artifact")
-        if not isinstance(artifact, dict):
-            return []
-        value = {"schemaVersion": 1}
-        value.update(coerce_numbers(artifact))
-        # Chunked artifacts: without these a client cannot tell "extend" from "replace".
-        for flag in ("append", "lastChunk"):
-            if obj.get(flag) is True:
-                value[flag] = True
-        return [ev.custom(ev.ARTIFACT_EVENT, value)]
-
     def _message(self, obj: Dict[str, Any], with_text: bool) -> List[Output]:
         out: List[Output] = []
         if with_text:
@@ -271,7 +260,7 @@ class RunProjector:
         if iac:
             tool = iac.get("tool")
             if isinstance(tool, dict):
-                out.extend(self._tool(tool))
+                out.extend(content.tool_events(self.spans, tool))
             if "usage" in iac:
                 self.usage.record(iac.get("usage"))
         state = TaskState.of(status.get("state"))
@@ -347,26 +336,6 @@ class RunProjector:
             self._replay_checked.add(source_id)
             text = new_suffix(text, self._known_digests)
         return list(self.spans.text(source_id, text))
-
-    def _tool(self, tool: Dict[str, Any]) -> List[Output]:
-        tool_id = tool.get("toolUseId")
-        if not isinstance(tool_id, str) or not tool_id:
-            return []
-        name = tool.get("name") if isinstance(tool.get("name"), str) else "tool"
-        status = tool.get("status")
-        if status == "started":
-            return list(self.spans.tool_start(tool_id, name))
-        if status == "input_complete":
-            return list(self.spans.tool_args_complete(tool_id, name, _tool_arguments(tool)))
-        if status in ("completed", "failed"):
-            result = tool.get("result")
-            content = result if isinstance(result, str) else canonical_json(coerce_numbers(result))
-            return list(self.spans.tool_result(tool_id, content))
-        if status == "progress":
-            value = {"schemaVersion": 1}
-            value.update(coerce_numbers(tool))
-            return [ev.custom(ev.TOOL_PROGRESS_EVENT, value)]
-        return []
 
     # ---- boundaries ---------------------------------------------------------------------------
     def _new_inputs(self, iac: Dict[str, Any]) -> Discovered:
@@ -508,11 +477,3 @@ class RunProjector:
                 value=value, sideband=bool(sideband or (known is not None and known.sideband)),
                 expires_at=known.expires_at if known is not None else expires)
 
-
-def _tool_arguments(tool: Dict[str, Any]) -> str:
-    """The complete tool input as one JSON string (a summary when the runtime withholds the input)."""
-    if isinstance(tool.get("toolInput"), (dict, list)):
-        return canonical_json(coerce_numbers(tool["toolInput"]))
-    if tool.get("inputSummary") is not None:
-        return canonical_json({"summary": coerce_numbers(tool["inputSummary"])})
-    return ""

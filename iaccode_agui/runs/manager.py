@@ -2,18 +2,17 @@
 
 The manager is the shell around the pure admission rules: it holds the per-thread transaction while it
 probes the run lease and saves the claimed state, so two requests (or two processes) can never both
-admit a run on one thread.  It also keeps each run's channel for a while after the run ends so that a
-client can re-attach and read the tail it missed.  What decides, for one run, that its client is gone
-(the reconnect and adoption graces) lives with the run, in ``runs.liverun``.
+admit a run on one thread.  It also keeps each run for a while after the run ends (``runs.kept``) so
+that a client can re-attach (``runs.reattach``) and read the tail it missed.  What decides, for one run,
+that its client is gone (the reconnect and adoption graces) lives with the run, in ``runs.liverun``.
 """
-import collections
 import logging
 import os
 import socket
 import threading
 import time
 import uuid
-from typing import Any, Callable, Deque, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from iaccode_agui import errors
 from iaccode_agui.a2a import dialect
@@ -25,12 +24,13 @@ from iaccode_agui.inputs import RunRequest
 from iaccode_agui.metrics import Metrics
 from iaccode_agui.projection.run import RunContext, RunProjector, pipeline_mode
 from iaccode_agui.runs import admission as admission_rules
+from iaccode_agui.runs import reattach
 from iaccode_agui.runs.cancel import CANCELLED, cancel_execution
 from iaccode_agui.runs.attach import LogAttach
 from iaccode_agui.runs.channel import RunChannel, Subscription
 from iaccode_agui.runs.expiry import ExpiryScheduler
-from iaccode_agui.runs.finished import summarise
 from iaccode_agui.runs.housekeeping import Housekeeper
+from iaccode_agui.runs.kept import KeptRuns
 from iaccode_agui.runs.liverun import LiveRun
 from iaccode_agui.runs.profile import DEFAULT as DEFAULT_PROFILE, ProfileRegistry, RunProfile, publisher_for
 from iaccode_agui.runs.recorder import StateRecorder
@@ -45,9 +45,6 @@ from iaccode_agui.state.store import RunLease, StateUnavailable, ThreadStore
 
 log = logging.getLogger("iaccode_agui.runs")
 
-FINISHED_KEEP = 256          # finished runs whose events stay available for re-attach
-FINISHED_TTL = 300.0         # seconds
-REATTACH_TAKEOVER_WAIT = 2.0  # how long a re-attach waits for the server to notice the old connection's loss
 ABANDONED_RELEASE_WAIT = 1.0  # how long a new run waits for the release of a run whose client is gone
 ADOPTED_YIELD_WAIT = 5.0      # how long a new request waits for an unfollowed adopted run to end
 
@@ -64,7 +61,7 @@ class RunManager:
         self._lock = threading.Lock()
         self._live: Dict[Tuple[str, str], LiveRun] = {}
         self._by_execution: Dict[str, LiveRun] = {}
-        self._finished: Deque[LiveRun] = collections.deque()
+        self.kept = KeptRuns(self._lock)      # finished runs, for re-attach
         self._active: Dict[Tuple[str, str], LiveRun] = {}
         self._reserved = 0
         self.ended_total = 0           # runs ended so far (the housekeeper releases memory after them)
@@ -245,57 +242,13 @@ class RunManager:
         with self._lock:
             run = self._live.get((thread_id, run_id))
             if run is None:
-                run = next((item for item in self._finished if item.key == (thread_id, run_id)), None)
+                run = self.kept.find_locked((thread_id, run_id))
         return run
-
-    def recorded_digest(self, thread_id: str, run_id: str) -> Optional[str]:
-        """The request digest the thread's durable state remembers for ``run_id`` (None: never admitted)."""
-        try:
-            state = self.store.load(thread_id)
-        except StateUnavailable:
-            raise AguiError("STATE_UNAVAILABLE")
-        return None if state is None else state.run_digests.get(run_id)
 
     def attach(self, thread_id: str, run_id: str, after_seq: int, digest: Optional[str] = None,
                language: str = "en") -> Optional[Tuple[LiveRun, Subscription]]:
-        """Re-attach a client to a run's events after ``after_seq``; None when the run was never admitted.
-
-        ``digest`` (``Last-Event-ID`` on ``POST /``, which repeats the original body) must match the run's;
-        an AgentCore attach sends a different body by design and passes None.
-        """
-        run = self.find_run(thread_id, run_id)
-        if run is None:
-            followed = self.log_attach.reattach(thread_id, run_id, digest, after_seq, language)
-            if followed is not None:
-                self.metrics.inc("agui_reattach_total")
-                return followed     # type: ignore[return-value]
-            known = self.recorded_digest(thread_id, run_id)
-            if known is None:
-                return None
-            if digest is not None and known != digest:
-                raise AguiError("RUN_ID_CONFLICT")
-            raise AguiError("RUN_ALREADY_TERMINAL")
-        if digest is not None and run.digest != digest:
-            raise AguiError("RUN_ID_CONFLICT")
-        sub = self._attach_channel(run, after_seq)
-        kept = self.find_run(thread_id, run_id)
-        if kept is not None and kept is not run:
-            # The housekeeper swapped the run for its summary between the lookup and the attach: the
-            # summary's channel is the one later clients see, so the attach moves there (one at a time).
-            sub.detach()
-            run, sub = kept, self._attach_channel(kept, after_seq)
-        run.cancel_grace()
-        self.metrics.inc("agui_reattach_total")
-        return run, sub
-
-    @staticmethod
-    def _attach_channel(run: Any, after_seq: Optional[int]) -> Subscription:
-        if run.takeover_gate.acquire(blocking=False):
-            try:
-                return run.channel.attach(after_seq, takeover_wait=REATTACH_TAKEOVER_WAIT)
-            finally:
-                run.takeover_gate.release()
-        return run.channel.attach(after_seq)
+        """Re-attach a client to a run's events after ``after_seq`` (``runs.reattach``); None: never admitted."""
+        return reattach.attach(self, thread_id, run_id, after_seq, digest, language)
 
     def _admit_freeing_abandoned(self, req: RunRequest) -> Tuple[LiveRun, admission_rules.Admission]:
         try:
@@ -388,8 +341,7 @@ class RunManager:
             return None
 
     def finished_runs(self) -> list:
-        with self._lock:
-            return list(self._finished)
+        return self.kept.snapshot()
 
     def live_runs(self) -> list:
         with self._lock:
@@ -397,20 +349,11 @@ class RunManager:
 
     def prune_finished(self) -> None:
         """Forget finished runs past their window (their logs, if kept, still replay them)."""
-        with self._lock:
-            now = time.monotonic()
-            while self._finished and (len(self._finished) > FINISHED_KEEP or
-                                      now - (self._finished[0].ended_at or 0) > FINISHED_TTL):
-                self._finished.popleft()
+        self.kept.prune()
 
     def summarise_finished(self) -> int:
-        """Keep each finished run whose log holds all its events as a small summary; how many were swapped."""
-        with self._lock:
-            kept = self._finished
-            swaps = [(index, summary) for index, summary in enumerate(map(summarise, kept)) if summary is not None]
-            for index, summary in swaps:
-                kept[index] = summary      # type: ignore[call-overload]
-        return len(swaps)
+        """Swap each finished run whose log holds all its events for its summary; how many were swapped."""
+        return self.kept.summarise()
 
     def stop(self) -> None:
         """Stop the background timers (an embedder closing the app, or the CLI exiting)."""
@@ -484,10 +427,7 @@ class RunManager:
         with self._idle:
             self._forget(run)
             self.ended_total += 1
-            self._finished.append(run)
-            while self._finished and (len(self._finished) > FINISHED_KEEP or
-                                      time.monotonic() - (self._finished[0].ended_at or 0) > FINISHED_TTL):
-                self._finished.popleft()
+            self.kept.add_locked(run)
             self._idle.notify_all()
 
     def _count_end(self, worker: RunWorker) -> None:
