@@ -85,9 +85,41 @@ def test_file_format_and_location(store):
     path = store.path_for("Thread/X")
     assert os.path.basename(path) == thread_file_stem("Thread/X") + ".json"
     text = open(path, encoding="utf-8").read()
-    assert text.endswith("}\n")
-    assert text.startswith('{\n  "activeRun": null,')  # indented, keys sorted
+    assert text.endswith("}\n") and text.count("\n") == 1
+    assert text.startswith('{"activeRun":null,"appliedResumeDigests":[]')  # compact, keys sorted
+    assert text.isascii() and "Z\\u00fcrich" in text
     assert json.loads(text)["threadId"] == "Thread/X"
+
+
+def test_a_pretty_printed_file_of_an_earlier_version_still_loads_and_is_rewritten_compact(store):
+    save(store, make_state())
+    path = store.path_for("thread-1")
+    document = json.load(open(path, encoding="utf-8"))
+    with open(path, "w", encoding="utf-8") as handle:   # what earlier versions wrote: indent=2
+        handle.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
+    assert store.load("thread-1") == make_state()
+    with store.transaction("thread-1") as txn:
+        assert txn.state == make_state()
+        txn.save(make_state(sequence=4))
+    assert store.load("thread-1") == make_state(sequence=4)
+    assert open(path, encoding="utf-8").read().count("\n") == 1
+
+
+def test_a_saved_state_with_a_credential_is_refused_and_one_on_disk_is_corrupt(store):
+    leaking = make_state()
+    leaking.execution.pending["in-1"].value["nested"] = [{"llm-api-key": "x"}]
+    with store.transaction("thread-1") as txn:
+        with pytest.raises(ValueError, match="credentials"):
+            txn.save(leaking)
+    assert store.load("thread-1") is None
+    save(store, make_state())
+    path = store.path_for("thread-1")
+    document = json.load(open(path, encoding="utf-8"))
+    document["execution"]["pending"]["in-1"]["value"]["nested"] = [{"llmApiKey": "x"}]
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(document, handle)
+    with pytest.raises(StateUnavailable, match="credential"):
+        store.load("thread-1")
 
 
 def test_saved_state_is_a_snapshot(store):

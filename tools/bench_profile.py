@@ -102,6 +102,41 @@ def profile(runtime_url: str, token: str, cwd: str, deltas: int) -> pstats.Stats
     return profilers.stats()
 
 
+def profile_tiny(runtime_url: str, token: str, cwd: str, runs: int) -> pstats.Stats:
+    """``runs`` tiny runs (one delta each), each on a fresh thread: where admission and a run's close go.
+
+    The request's own thread (parse, schema, admission, run log, the first writes) is the waitress task;
+    the run's thread does the upstream call and the end-of-run writes.
+    """
+    from waitress.task import WSGITask
+
+    from iaccode_agui.app import AguiApp
+    from iaccode_agui.config import Settings
+    from iaccode_agui.runs.worker import RunWorker
+    from iaccode_agui.serving import ServerThread
+
+    state = tempfile.mkdtemp(prefix="bench-profile-")
+    settings = Settings(a2a_url=runtime_url, a2a_token=token, state_dir=state, allowed_cwds=(os.path.dirname(cwd),))
+    app = AguiApp(settings)
+    profilers = _Profilers()
+    server = ServerThread(app, "127.0.0.1", 0, threads=8)
+    try:
+        for _ in range(3):  # warm-up, unprofiled
+            client.post_stream(server.url, *client.agui_request("firehose 1", cwd))
+        profilers.around(RunWorker, "_main")
+        profilers.around(WSGITask, "service")
+        for _ in range(runs):
+            result = client.post_stream(server.url, *client.agui_request("firehose 1", cwd))
+            if not result.finished:
+                raise RuntimeError("profiled run incomplete: error %s" % (result.error,))
+            time.sleep(0.02)   # the run's end-of-run writes land before the next run
+    finally:
+        profilers.undo()
+        server.stop()
+        app.close(2.0)
+    return profilers.stats()
+
+
 def top(stats: pstats.Stats, count: int, sort: str) -> str:
     stream = io.StringIO()
     stats.stream = stream
@@ -246,12 +281,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--cpu", type=int, default=7, metavar="PASSES",
                         help="passes of the in-process CPU measurement per stage (0: skip it)")
     parser.add_argument("--no-profile", action="store_true", help="skip the cProfile of the server")
+    parser.add_argument("--tiny", type=int, default=0, metavar="RUNS",
+                        help="instead: profile RUNS tiny runs (admission and a run's close, not events)")
     parser.add_argument("--read-size", type=int, default=65536, help="bytes per upstream read in-process")
     args = parser.parse_args(argv)
     token = "bench-" + uuid.uuid4().hex[:12]
     runtime = procs.start_runtime(token, threads=16)
     cwd = tempfile.mkdtemp(prefix="bench-cwd-", dir=os.path.realpath(tempfile.gettempdir()))
     try:
+        if args.tiny > 0:
+            stats = profile_tiny(runtime.url, token, cwd, args.tiny)
+            print("cProfile of %d tiny runs (worker + waitress task threads), top %d by %s"
+                  % (args.tiny, args.top, args.sort))
+            print("%.0f function calls per run" % (stats.total_calls / args.tiny))  # type: ignore[attr-defined]
+            print(top(stats, args.top, args.sort))
+            return 0
         request = client.a2a_request("firehose %d" % args.deltas, cwd, token)
         raw = phases.capture(runtime.url, request) if args.cpu > 0 else b""
         stats = None if args.no_profile else profile(runtime.url, token, cwd, args.deltas)

@@ -269,8 +269,12 @@ class ThreadState:
         return doc
 
     @classmethod
-    def from_document(cls, doc: Any, expected_thread_id: str) -> "ThreadState":
-        """Parse and strictly validate a document; any deviation raises ``StateCorrupt``."""
+    def from_document(cls, doc: Any, expected_thread_id: str, *, credentials_checked: bool = False) -> "ThreadState":
+        """Parse and strictly validate a document; any deviation raises ``StateCorrupt``.
+
+        ``credentials_checked`` skips the credential scan for a document ``to_document`` has just built
+        (it made the same scan and refuses what this one would); a document read from disk is always scanned.
+        """
         top = _object(doc, "document", _TOP_KEYS, optional=_OPTIONAL_TOP_KEYS)
         _require(
             type(top["schemaVersion"]) is int and top["schemaVersion"] == SCHEMA_VERSION,
@@ -298,7 +302,7 @@ class ThreadState:
                                       state.terminal_execution_ids)
         _require("revision" not in top or (type(top["revision"]) is int and top["revision"] >= 0),
                  "revision must be a non-negative integer")
-        if find_secret_keys(doc):
+        if not credentials_checked and find_secret_keys(doc):
             raise StateCorrupt("document contains credential keys")
         return state
 
