@@ -24,6 +24,14 @@ class Admission:
     expired_resume: bool = False          # the resume answers interrupts that expired -> RUN_ERROR
 
 
+class Unsettled(Exception):
+    """The thread's claimed run may have lost its owner: the shell settles it, then admits again."""
+
+    def __init__(self, active: ActiveRun):
+        super().__init__(active.run_id)
+        self.active = active
+
+
 def new_execution(ros_invocation_id: str, make_id: Callable[[], str]) -> Execution:
     return Execution(execution_id=make_id(), ros_invocation_id=ros_invocation_id)
 

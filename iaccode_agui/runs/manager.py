@@ -39,7 +39,7 @@ from iaccode_agui.runs.takeover import Takeover
 from iaccode_agui.runs.runlog import RunLogStore, RunLogWriter
 from iaccode_agui.runs.spare import SpareThreads
 from iaccode_agui.runs.worker import RunWorker, drive_new_turn
-from iaccode_agui.state.model import ThreadState
+from iaccode_agui.state.model import ActiveRun, ThreadState
 from iaccode_agui.state.registry import ProcessRegistry
 from iaccode_agui.state.store import RunLease, StateUnavailable, ThreadStore
 
@@ -139,23 +139,15 @@ class RunManager:
             self._by_execution[run.execution_id] = run
         return run
 
-    def _settle_orphan(self, thread_id: str) -> None:
+    def _settle_orphan(self, thread_id: str, active: ActiveRun) -> None:
         """A new request on a thread whose run lost its owner: adopt the run, then let the request win.
 
         Adopting first keeps everything the runtime produced meanwhile (the log gets it, a re-attach still
         reads it).  A new request on the thread means its client moved on, so an adopted run nobody follows
         is cancelled then, exactly as a disconnect would cancel it; a run a client follows keeps the thread
-        busy (``THREAD_BUSY``), as it would while its owner lived.
+        busy (``THREAD_BUSY``), as it would while its owner lived.  ``active`` is what the admission's own
+        read found (``admission_rules.Unsettled``), so the common admission reads the state once.
         """
-        if not self.runlogs.enabled:
-            return
-        try:
-            state = self.store.load(thread_id)
-        except StateUnavailable:
-            return
-        active = state.active_run if state is not None else None
-        if active is None:
-            return
         if not self.is_live(thread_id, active.run_id):
             self.takeover.adopt(thread_id, active.run_id)   # waits for an adoption already under way
         with self._lock:
@@ -189,8 +181,11 @@ class RunManager:
                 raise AguiError("RUNTIME_CAPACITY_EXCEEDED", headers={"Retry-After": "1"})
             self._reserved += 1          # held until the run is registered (or admission fails)
         try:
-            self._settle_orphan(req.thread_id)
-            run, admitted = self._admit_freeing_abandoned(req)
+            try:
+                run, admitted = self._admit_freeing_abandoned(req, settle=self.runlogs.enabled)
+            except admission_rules.Unsettled as found:
+                self._settle_orphan(req.thread_id, found.active)
+                run, admitted = self._admit_freeing_abandoned(req)
         finally:
             with self._lock:
                 self._reserved -= 1
@@ -250,9 +245,10 @@ class RunManager:
         """Re-attach a client to a run's events after ``after_seq`` (``runs.reattach``); None: never admitted."""
         return reattach.attach(self, thread_id, run_id, after_seq, digest, language)
 
-    def _admit_freeing_abandoned(self, req: RunRequest) -> Tuple[LiveRun, admission_rules.Admission]:
+    def _admit_freeing_abandoned(self, req: RunRequest, settle: bool = False
+                                 ) -> Tuple[LiveRun, admission_rules.Admission]:
         try:
-            return self._admit(req)
+            return self._admit(req, settle)
         except AguiError as exc:
             if exc.code != "THREAD_BUSY" or not self._free_abandoned(req.thread_id):
                 raise
@@ -283,10 +279,15 @@ class RunManager:
             time.sleep(0.01)
         return False
 
-    def _admit(self, req: RunRequest) -> Tuple[LiveRun, admission_rules.Admission]:
+    def _admit(self, req: RunRequest, settle: bool = False) -> Tuple[LiveRun, admission_rules.Admission]:
         lease: Optional[RunLease] = None
         try:
             with self.store.transaction(req.thread_id) as txn:
+                if settle and txn.state is not None and txn.state.active_run is not None:
+                    with self._lock:
+                        claimed = self._live.get((req.thread_id, txn.state.active_run.run_id))
+                    if claimed is None or claimed.adopted:   # else a live run of ours: settling would change nothing
+                        raise admission_rules.Unsettled(txn.state.active_run)
                 lease = self.store.try_run_lease(req.thread_id)
                 self._check_runtime(txn.state)
                 self.expiry.schedule_state(txn.state)
@@ -305,7 +306,7 @@ class RunManager:
         except BaseException as exc:
             if lease is not None:
                 lease.release()
-            if isinstance(exc, AguiError):
+            if isinstance(exc, (AguiError, admission_rules.Unsettled)):
                 raise
             if isinstance(exc, StateUnavailable):
                 raise AguiError("STATE_UNAVAILABLE")
