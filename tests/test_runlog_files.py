@@ -239,6 +239,25 @@ def test_a_retention_sweep_can_never_remove_a_log_being_created(tmp_path, monkey
     assert sorted(os.listdir(creating.runs_dir)) == [os.path.basename(writer.path)]
 
 
+def test_a_creation_file_left_under_this_threads_own_name_is_replaced(tmp_path):
+    """An earlier attempt (or a dead process with the same pid and thread id) left the private name behind:
+    the creation removes it and goes on, and the log holds only its own records."""
+    import threading
+    store = RunLogStore(str(tmp_path), ttl=600, max_bytes=1 << 20)
+    path = store.path_for("t-left", "r-left")
+    os.makedirs(store.runs_dir, exist_ok=True)
+    leftover = "%s.%d-%d%s" % (path, os.getpid(), threading.get_ident(), runlog.CREATING_SUFFIX)
+    with open(leftover, "wb") as handle:
+        handle.write(b"stale bytes of an attempt that failed")
+    writer = store.create("t-left", "r-left", {"executionId": "e"})
+    writer.append(0, "RUN_STARTED", b"id: 0\ndata: {}\n\n")
+    writer.close({"outcome": "success", "events": 1})
+    assert sorted(os.listdir(store.runs_dir)) == [os.path.basename(path)]
+    reader = store.open_reader("t-left", "r-left")
+    assert [r.seq for r in reader.read_new() if r.kind == logformat.KIND_EVENT] == [0]
+    reader.close()
+
+
 def test_a_creation_that_died_half_way_leaves_nothing_past_a_sweep(tmp_path):
     store = RunLogStore(str(tmp_path), ttl=600, max_bytes=1 << 20)
     store.create("t-0", "r-0", {}).close({"outcome": "success", "events": 0})
