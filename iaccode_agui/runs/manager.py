@@ -302,6 +302,8 @@ class RunManager:
                     # on the next admission instead of losing it.
                     if task_id:
                         self._cancel_quietly(task_id, req.thread_id)
+                # Synced (one journal fdatasync) before RUN_STARTED and before the upstream POST: it is what
+                # makes the run id used for good and lets a restarted process find and settle the run.
                 txn.save(admitted.state)
         except BaseException as exc:
             if lease is not None:

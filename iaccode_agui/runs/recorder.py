@@ -45,7 +45,12 @@ class StateRecorder:
             raise StateWriteFailed(str(exc)) from exc
 
     def bind(self, task_id: Optional[str] = None, session_id: Optional[str] = None) -> None:
-        """Persist the A2A task and/or iac-code session of the run (one write for both)."""
+        """Persist the A2A task and/or iac-code session of the run (one write for both).
+
+        Its journal sync stays ahead of the next event shown (the first text): after a crash the task is
+        what a take-over follows or a later admission cancels, and the session is what the thread's next
+        turn continues; a client that saw the run's text must never find a thread that lost either.
+        """
         def change(state: ThreadState) -> bool:
             changed = False
             if task_id is not None and state.execution.task_id != task_id:
@@ -107,7 +112,13 @@ class StateRecorder:
             log.warning("could not roll back run %s on thread %s: %s", self.run_id, self.thread_id, exc)
 
     def release(self, *, terminal: bool, clear_pending: bool = False) -> None:
-        """End of the run (best-effort): free the thread and, unless interrupted, end the execution."""
+        """End of the run (best-effort): free the thread and, unless interrupted, end the execution.
+
+        Written before the terminal event is visible (a client reacting at once must not be told
+        THREAD_BUSY), so its journal sync is on the run's close, not on its first byte or first text.  It
+        stays a synced write: the thread file is only ever replaced behind a journal record, which is what
+        rebuilds a file that a power cut lost or tore.
+        """
         def change(state: ThreadState) -> bool:
             changed = False
             if state.active_run is not None and state.active_run.run_id == self.run_id:
