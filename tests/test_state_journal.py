@@ -1,4 +1,5 @@
 """The state journal: recovery rules as plain data, simulated power losses, group commit, checkpoints."""
+import json
 import os
 import subprocess
 import sys
@@ -249,13 +250,13 @@ def test_revisions_grow_across_processes_and_old_files_count_as_zero(tmp_path):
     first, second = ThreadStore(state_dir), ThreadStore(state_dir)
     save(first, "t", 1)
     path = first.path_for("t")
-    text = open(path).read()
-    assert '"revision": 1' in text
-    with open(path, "w") as handle:  # a file written before revisions existed
-        handle.write(text.replace('  "revision": 1,\n', ""))
+    document = json.load(open(path))
+    assert document.pop("revision") == 1
+    with open(path, "w") as handle:  # a file written before revisions existed (indented, as they were)
+        handle.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
     save(second, "t", 2)
     save(first, "t", 3)
-    assert '"revision": 2' in open(path).read()
+    assert json.load(open(path))["revision"] == 2
     first.close()
     second.close()
 
