@@ -258,7 +258,7 @@ class RunWorker:
         snapshot whose text was already shown.
         """
         stream = open_stream()
-        hook = stream.after_close
+        hook = getattr(stream, "after_close", None)   # an A2AStream's; other stream-likes have none
         if hook is not None:
             # Opening the next call's connection ahead waits until the channel is closed: run there, it
             # would hold back the end of this run's response by a connect (0.2-0.6 ms).
