@@ -74,7 +74,9 @@ class _Profilers:
         return stats
 
 
-def profile(runtime_url: str, token: str, cwd: str, deltas: int) -> pstats.Stats:
+def _profiled(runtime_url: str, token: str, cwd: str, warm: List[str], texts: List[str],
+              check: Callable[[Any], None]) -> pstats.Stats:
+    """An in-process adapter: ``warm`` runs unprofiled, then ``texts`` under the worker and waitress profilers."""
     from waitress.task import WSGITask
 
     from iaccode_agui.app import AguiApp
@@ -88,18 +90,25 @@ def profile(runtime_url: str, token: str, cwd: str, deltas: int) -> pstats.Stats
     profilers = _Profilers()
     server = ServerThread(app, "127.0.0.1", 0, threads=8)
     try:
-        client.post_stream(server.url, *client.agui_request("firehose 200", cwd))  # warm-up, unprofiled
+        for text in warm:
+            client.post_stream(server.url, *client.agui_request(text, cwd))
         profilers.around(RunWorker, "_main")
         profilers.around(WSGITask, "service")
-        result = client.post_stream(server.url, *client.agui_request("firehose %d" % deltas, cwd))
-        time.sleep(0.2)
-        if result.deltas != deltas or not result.finished:
-            raise RuntimeError("profiled run incomplete: %d/%d deltas, error %s" % (result.deltas, deltas, result.error))
+        for text in texts:
+            check(client.post_stream(server.url, *client.agui_request(text, cwd)))
+            time.sleep(0.02 if len(texts) > 1 else 0.2)   # the run's end-of-run writes land before the next
     finally:
         profilers.undo()
         server.stop()
         app.close(2.0)
     return profilers.stats()
+
+
+def profile(runtime_url: str, token: str, cwd: str, deltas: int) -> pstats.Stats:
+    def check(result: Any) -> None:
+        if result.deltas != deltas or not result.finished:
+            raise RuntimeError("profiled run incomplete: %d/%d deltas, error %s" % (result.deltas, deltas, result.error))
+    return _profiled(runtime_url, token, cwd, ["firehose 200"], ["firehose %d" % deltas], check)
 
 
 def profile_tiny(runtime_url: str, token: str, cwd: str, runs: int) -> pstats.Stats:
@@ -108,33 +117,10 @@ def profile_tiny(runtime_url: str, token: str, cwd: str, runs: int) -> pstats.St
     The request's own thread (parse, schema, admission, run log, the first writes) is the waitress task;
     the run's thread does the upstream call and the end-of-run writes.
     """
-    from waitress.task import WSGITask
-
-    from iaccode_agui.app import AguiApp
-    from iaccode_agui.config import Settings
-    from iaccode_agui.runs.worker import RunWorker
-    from iaccode_agui.serving import ServerThread
-
-    state = tempfile.mkdtemp(prefix="bench-profile-")
-    settings = Settings(a2a_url=runtime_url, a2a_token=token, state_dir=state, allowed_cwds=(os.path.dirname(cwd),))
-    app = AguiApp(settings)
-    profilers = _Profilers()
-    server = ServerThread(app, "127.0.0.1", 0, threads=8)
-    try:
-        for _ in range(3):  # warm-up, unprofiled
-            client.post_stream(server.url, *client.agui_request("firehose 1", cwd))
-        profilers.around(RunWorker, "_main")
-        profilers.around(WSGITask, "service")
-        for _ in range(runs):
-            result = client.post_stream(server.url, *client.agui_request("firehose 1", cwd))
-            if not result.finished:
-                raise RuntimeError("profiled run incomplete: error %s" % (result.error,))
-            time.sleep(0.02)   # the run's end-of-run writes land before the next run
-    finally:
-        profilers.undo()
-        server.stop()
-        app.close(2.0)
-    return profilers.stats()
+    def check(result: Any) -> None:
+        if not result.finished:
+            raise RuntimeError("profiled run incomplete: error %s" % (result.error,))
+    return _profiled(runtime_url, token, cwd, ["firehose 1"] * 3, ["firehose 1"] * runs, check)
 
 
 def top(stats: pstats.Stats, count: int, sort: str) -> str:
