@@ -75,12 +75,12 @@ def test_active_run_cap_holds_under_concurrent_admission(tmp_path, client, monke
     both_checked = threading.Barrier(2)
     real_admit = RunManager._admit
 
-    def admit_after_both_checked(self, req):      # the scheduler interleaves the two requests here
+    def admit_after_both_checked(self, req, *rest):   # the scheduler interleaves the two requests here
         try:
             both_checked.wait(2)
         except threading.BrokenBarrierError:      # a fixed manager refused the other request earlier
             pass
-        return real_admit(self, req)
+        return real_admit(self, req, *rest)
 
     monkeypatch.setattr(RunManager, "_admit", admit_after_both_checked)
     gate = threading.Event()
