@@ -46,8 +46,12 @@ def measure(services: Dict[str, procs.Service], rounds: int, text: str = "fireho
     for service in services.values():               # warm-up: imports, pools, caches
         for _ in range(3):
             client.post_stream(service.url, *client.agui_request(text, cwd))
-    for _ in range(rounds):
-        for name, service in services.items():
+    for number in range(rounds):
+        # The order rotates round by round: a run right after another one's end (its closing writes, syncs
+        # and connects) is slower, and a fixed order would charge that to whoever always comes second.
+        order = list(services.items())
+        shift = number % len(order)
+        for name, service in order[shift:] + order[:shift]:
             cpu = service.cpu()
             result = client.post_stream(service.url, *client.agui_request(text, cwd))
             if result.finished and not result.error and result.t_first_delta:
@@ -76,7 +80,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                                 tempfile.mkdtemp(prefix="bench-ab-peer-"))
         load = os.getloadavg()[0]
         figures = measure(services, args.rounds)
-        print("load average %.2f at the start, %.2f at the end; %d rounds, one run of each in turn"
+        print("load average %.2f at the start, %.2f at the end; %d rounds, one run of each in turn, the order rotating"
               % (load, os.getloadavg()[0], args.rounds))
         for name, f in figures.items():
             print("%-5s RUN_STARTED %7.2f ms   first TEXT %7.2f ms   server CPU %5.2f ms/run   (%d runs)"
