@@ -17,8 +17,9 @@ from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_FILE_LINK_
                                  DEFAULT_MAX_MESSAGES, DEFAULT_PORT,
                                  DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_ID_WINDOW, DEFAULT_RUN_ID_WINDOW_AGE,
                                  DEFAULT_APPLIED_WINDOW, DEFAULT_STREAM_BUFFER_BYTES, MIN_STREAM_BUFFER_BYTES,
-                                 DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL, DEFAULT_TAKEOVER_GRACE, MAX_FILE_LINKS,
-                                 MAX_IMAGE_BYTES, MAX_IMAGES_BYTES, MAX_SSE_EVENT_BYTES, MIN_SSE_EVENT_BYTES)
+                                 DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL, DEFAULT_SPARE_RUN_THREAD_IDLE,
+                                 DEFAULT_SPARE_RUN_THREADS, DEFAULT_TAKEOVER_GRACE, MAX_FILE_LINKS, MAX_IMAGE_BYTES,
+                                 MAX_IMAGES_BYTES, MAX_SSE_EVENT_BYTES, MIN_SSE_EVENT_BYTES)
 
 MIN_THREADS = 4
 # Threads kept free of streams by the default run cap, so /health, /ready, cancels and metrics still answer
@@ -43,6 +44,8 @@ ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_REPLAY_MEMORY_MB --replay-memory-mb
   IAC_CODE_AGUI_MEMORY_RELEASE_RUNS --memory-release-runs
   IAC_CODE_AGUI_MALLOC_ARENA_MAX --malloc-arena-max (MALLOC_ARENA_MAX, when set, wins over the default)
+  IAC_CODE_AGUI_SPARE_RUN_THREADS --spare-run-threads
+  IAC_CODE_AGUI_SPARE_RUN_THREAD_IDLE --spare-run-thread-idle
   IAC_CODE_AGUI_CONSOLE         0/false/off disables the web console (as --no-console)
   IAC_CODE_AGUI_TAKEOVER_GRACE  --takeover-grace
   IAC_CODE_AGUI_MAX_JSON_DEPTH  --max-json-depth
@@ -123,6 +126,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a disconnected run keeps going while waiting for a re-attach (default 0 = cancel at once)")
     add("--drain-timeout", type=seconds, default=30.0,
         help="seconds active runs may take to finish on SIGTERM before they are cancelled (default 30)")
+    add_kept_flags(add)
+    add("--no-console", action="store_true", help="do not serve the built-in web console at /console")
+    add("--takeover-grace", type=seconds,
+        help="seconds a run adopted after its process died waits for a client before it is cancelled "
+             "(default %.0f; a larger --reconnect-grace wins)" % DEFAULT_TAKEOVER_GRACE)
+    add_bound_flags(add)
+    add_agentcore_flags(add)
+    add("--debug", action="store_true", help="debug logging")
+    add("--log-stdout", action="store_true", help="log to stdout instead of stderr")
+    add("--version", action="version", version="iaccode_agui %s" % __version__)
+    return parser
+
+
+def add_kept_flags(add: Any) -> None:
+    """Flags that bound what the server keeps once runs end: logs, replay memory, freed memory, threads."""
     add("--run-log-ttl", type=seconds,
         help="seconds a finished run's event log stays on disk for re-attach (default %.0f)" % DEFAULT_RUN_LOG_TTL)
     add("--run-log-max-mb", type=megabytes,
@@ -136,16 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--malloc-arena-max", type=count,
         help="glibc malloc arenas of this server process (default %d; 0 = glibc's eight per core; "
              "no effect with other C libraries)" % DEFAULT_ARENA_MAX)
-    add("--no-console", action="store_true", help="do not serve the built-in web console at /console")
-    add("--takeover-grace", type=seconds,
-        help="seconds a run adopted after its process died waits for a client before it is cancelled "
-             "(default %.0f; a larger --reconnect-grace wins)" % DEFAULT_TAKEOVER_GRACE)
-    add_bound_flags(add)
-    add_agentcore_flags(add)
-    add("--debug", action="store_true", help="debug logging")
-    add("--log-stdout", action="store_true", help="log to stdout instead of stderr")
-    add("--version", action="version", version="iaccode_agui %s" % __version__)
-    return parser
+    add("--spare-run-threads", type=count,
+        help="threads of ended runs kept waiting to drive the next runs, which then start without creating "
+             "a thread (default %d; 0 = a new thread for every run)" % DEFAULT_SPARE_RUN_THREADS)
+    add("--spare-run-thread-idle", type=positive_seconds,
+        help="seconds a spare run thread waits for a run before it exits (default %.0f)"
+             % DEFAULT_SPARE_RUN_THREAD_IDLE)
 
 
 def add_bound_flags(add: Any) -> None:

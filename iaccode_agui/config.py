@@ -45,6 +45,9 @@ DEFAULT_APPLIED_WINDOW = 256
 # the socket's send buffer) before its run stops pulling from the runtime until the client reads again.
 DEFAULT_STREAM_BUFFER_BYTES = 128 * 1024
 MIN_STREAM_BUFFER_BYTES = 16 * 1024
+# Threads of ended runs kept waiting to drive the next runs (``runs.spare``), and how long each waits.
+DEFAULT_SPARE_RUN_THREADS = 4
+DEFAULT_SPARE_RUN_THREAD_IDLE = 30.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +82,8 @@ class Settings:
     run_log_max_mb: float = DEFAULT_RUN_LOG_MAX_MB    # total size of all run logs; 0 disables the log
     replay_memory_mb: float = DEFAULT_REPLAY_MEMORY_MB  # replay frames kept in memory, all runs together
     memory_release_runs: int = DEFAULT_RELEASE_RUNS  # ended runs between memory releases under load; 0 = never
+    spare_run_threads: int = DEFAULT_SPARE_RUN_THREADS  # idle threads of ended runs kept; 0 = a new thread per run
+    spare_run_thread_idle: float = DEFAULT_SPARE_RUN_THREAD_IDLE  # seconds one waits for a run before it exits
     console: bool = True                 # GET /console: the built-in web console (static files only)
     # The AgentCore-compatible routes (/ag-ui/agent) and server-side defaults for stock AG-UI clients.
     default_cwd: Optional[str] = None          # workspace for a run that sends no forwardedProps.iacCode
@@ -109,10 +114,7 @@ class Settings:
             raise ValueError("interrupt TTL must be >= 0 (0 disables expiry)")
         if self.heartbeat_interval <= 0:
             raise ValueError("heartbeat interval must be > 0")
-        if min(self.run_log_ttl, self.run_log_max_mb, self.replay_memory_mb, self.takeover_grace) < 0:
-            raise ValueError("run log TTL, run log size, replay memory and take-over grace must be >= 0")
-        if self.memory_release_runs < 0:
-            raise ValueError("the memory release interval must be >= 0 runs (0 = never)")
+        self._check_kept()
         if min(self.max_json_depth, self.max_messages, self.max_json_values) < 1:
             raise ValueError("the JSON depth, value count and message count limits must be >= 1")
         if self.run_id_window < 1 or not self.run_id_window_age > 0 or self.applied_window < 1:
@@ -130,6 +132,16 @@ class Settings:
             raise ConfigError("the stream buffer must be at least %d bytes" % MIN_STREAM_BUFFER_BYTES)
         if self.file_link_ttl <= 0 or self.max_file_links < 1:
             raise ConfigError("file links need a lifetime > 0 seconds and room for at least one link")
+
+
+    def _check_kept(self) -> None:
+        """The bounds of what the server keeps once runs end (logs, memory, threads) must be usable."""
+        if min(self.run_log_ttl, self.run_log_max_mb, self.replay_memory_mb, self.takeover_grace) < 0:
+            raise ValueError("run log TTL, run log size, replay memory and take-over grace must be >= 0")
+        if self.memory_release_runs < 0:
+            raise ValueError("the memory release interval must be >= 0 runs (0 = never)")
+        if self.spare_run_threads < 0 or not self.spare_run_thread_idle > 0:
+            raise ConfigError("spare run threads must be >= 0 (0 = none) and wait > 0 seconds")
 
 
 class ConfigError(ValueError):

@@ -10,7 +10,7 @@ import weakref
 import pytest
 
 from iaccode_agui.runs.spare import IDLE_NAME, RunThread, SpareThreads
-from tests.harness import wait_for
+from tests.harness import read_sse_until, wait_for
 
 
 def _run(spares, target, name="agui-run-t"):
@@ -173,3 +173,64 @@ def test_the_manager_reuses_an_ended_runs_thread_for_the_next_run(adapter_factor
     first = manager.finished_runs()[-1].worker.thread.ident
     assert adapter.run(adapter.body("hello", thread="spare-2"))[-1]["type"] == "RUN_FINISHED"
     assert manager.finished_runs()[-1].worker.thread.ident == first
+
+
+def _launched_threads(manager):
+    """The ``threading.Thread`` each of the manager's runs is launched on, recorded as it is started."""
+    threads = []
+    original = manager.spares.launch
+
+    def launch(job):
+        original(job)
+        threads.extend(t for t in threading.enumerate() if t.ident == job.ident and t not in threads)
+    manager.spares.launch = launch
+    return threads
+
+
+@pytest.mark.parametrize("keep", [1, 0])
+def test_the_spare_run_threads_setting_bounds_the_threads_ended_runs_leave_waiting(adapter_factory, keep):
+    adapter = adapter_factory(spare_run_threads=keep)
+    manager = adapter.app.manager
+    threads = _launched_threads(manager)
+    held = adapter.post(adapter.body("slow", thread="spare-held"), stream=True)
+    reader, _ = read_sse_until(held, "TEXT_MESSAGE_CONTENT")         # its thread stays busy until it is closed
+    assert adapter.run(adapter.body("hello", thread="spare-quick"))[-1]["type"] == "RUN_FINISHED"
+    reader.close()                                                   # the client is gone: the held run is cancelled
+    assert wait_for(lambda: not manager.live_runs(), 10)
+    assert len(threads) == 2                                         # two runs at once: two threads
+    assert wait_for(lambda: sum(thread.is_alive() for thread in threads) == keep, 20)
+    assert manager.spares.waiting == keep
+
+
+def test_the_spare_run_thread_idle_setting_ends_a_waiting_spare(adapter_factory):
+    adapter = adapter_factory(spare_run_thread_idle=0.2)
+    manager = adapter.app.manager
+    threads = _launched_threads(manager)
+    assert adapter.run(adapter.body("hello", thread="spare-idle"))[-1]["type"] == "RUN_FINISHED"
+    assert len(threads) == 1
+    assert wait_for(lambda: not threads[0].is_alive(), 20)            # the default would keep it 30 s
+    assert manager.spares.waiting == 0
+
+
+def test_the_spare_run_thread_settings_come_from_flags_and_variables():
+    from iaccode_agui import cli
+    from iaccode_agui.config import ConfigError, Settings
+
+    defaults = Settings(a2a_url="http://127.0.0.1:9/")
+    assert (defaults.spare_run_threads, defaults.spare_run_thread_idle) == (4, 30.0)
+    for bad in (dict(spare_run_threads=-1), dict(spare_run_thread_idle=0)):
+        with pytest.raises(ConfigError):
+            Settings(a2a_url="http://127.0.0.1:9/", **bad)
+
+    def settings(argv, env):
+        return cli.settings_from(cli.build_parser().parse_args(argv), env, "http://127.0.0.1:9/", None, "/tmp/x")
+    chosen = settings(["--spare-run-threads", "1", "--spare-run-thread-idle", "2.5"], {})
+    assert (chosen.spare_run_threads, chosen.spare_run_thread_idle) == (1, 2.5)
+    env = {"IAC_CODE_AGUI_SPARE_RUN_THREADS": "0", "IAC_CODE_AGUI_SPARE_RUN_THREAD_IDLE": "7"}
+    chosen = settings([], env)
+    assert (chosen.spare_run_threads, chosen.spare_run_thread_idle) == (0, 7.0)
+    assert settings(["--spare-run-threads", "2"], env).spare_run_threads == 2      # the flag wins
+    for name, raw, needle in (("IAC_CODE_AGUI_SPARE_RUN_THREADS", "-1", ">= 0"),
+                              ("IAC_CODE_AGUI_SPARE_RUN_THREAD_IDLE", "soon", "> 0")):
+        with pytest.raises(ConfigError, match=name + ".*" + needle):
+            settings([], {name: raw})

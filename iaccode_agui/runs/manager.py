@@ -73,7 +73,8 @@ class RunManager:
                                    max_bytes=int(settings.run_log_max_mb * 1024 * 1024))
         self.budget = ReplayBudget(int(settings.replay_memory_mb * 1024 * 1024))
         self.log_attach = LogAttach(self.runlogs, metrics, settings.queue_max_events)
-        self.spares = SpareThreads()           # threads of ended runs, waiting to drive the next ones
+        # Threads of ended runs, waiting to drive the next ones.
+        self.spares = SpareThreads(settings.spare_run_threads, settings.spare_run_thread_idle)
         self.housekeeper = Housekeeper(self)
         self.housekeeper.start()
         self.registry = ProcessRegistry(settings.state_dir, self.owner, settings.a2a_url)

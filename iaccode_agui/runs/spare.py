@@ -2,9 +2,10 @@
 
 Why: a run's upstream call waits for its thread.  Creating a thread and waiting until it has been scheduled
 cost about a millisecond between a run's first byte and its upstream POST, i.e. on the way to its first text.
-A thread whose run ended waits (at most ``keep`` of them, each for at most ``idle_seconds``) for the next
-run instead of exiting, so the next run's hand-over is one lock release.  When no spare is waiting a new
-thread is created, exactly as before, so a burst of runs is never queued behind a bounded pool.
+A thread whose run ended waits (at most ``keep`` of them, each for at most ``idle_seconds``: the settings
+``spare_run_threads`` and ``spare_run_thread_idle``) for the next run instead of exiting, so the next run's
+hand-over is one lock release.  When no spare is waiting a new thread is created, exactly as before, so a
+burst of runs is never queued behind a bounded pool.
 
 A run sees its thread through ``RunThread`` (start once, ``join``, ``is_alive``, ``ident``, ``name``, as
 ``threading.Thread``); the thread carries the run's name while it drives the run and ``IDLE_NAME`` while
@@ -14,9 +15,9 @@ import os
 import threading
 from typing import Callable, List, Optional
 
+from iaccode_agui.config import DEFAULT_SPARE_RUN_THREAD_IDLE, DEFAULT_SPARE_RUN_THREADS
+
 IDLE_NAME = "agui-spare-thread"
-DEFAULT_KEEP = 4
-DEFAULT_IDLE_SECONDS = 30.0
 
 
 class RunThread:
@@ -74,7 +75,8 @@ class _Slot:
 class SpareThreads:
     """Up to ``keep`` threads waiting for the next run; ``close()`` lets them all exit."""
 
-    def __init__(self, keep: int = DEFAULT_KEEP, idle_seconds: float = DEFAULT_IDLE_SECONDS) -> None:
+    def __init__(self, keep: int = DEFAULT_SPARE_RUN_THREADS,
+                 idle_seconds: float = DEFAULT_SPARE_RUN_THREAD_IDLE) -> None:
         self._keep = keep
         self._idle_seconds = idle_seconds
         self._lock = threading.Lock()
