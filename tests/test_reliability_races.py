@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Tuple
 import pytest
 import requests
 
+from iaccode_agui.runs.channel import RunChannel
 from iaccode_agui.state.keys import thread_file_stem
 from iaccode_agui.state.store import ThreadStore
 from tests.tools_loader import load_tool
@@ -143,6 +144,39 @@ def test_two_adapter_processes_never_both_admit(demo, tmp_path, workspace):
     finally:
         codes = [proc.proc.terminate() for proc in procs]
     assert codes == [0, 0]
+
+
+def test_a_run_between_its_admission_and_its_streams_attach_is_not_taken_for_abandoned(adapter, monkeypatch):
+    """A second request on the thread while the admitted run is still attaching its stream gets THREAD_BUSY
+    and leaves that run alone: its client is there, the attach just has not happened yet.
+
+    Before the fix the run's worker was visible before its stream was attached, so "no subscriber" read as
+    "client gone" and the second request cancelled the run (and, when the cancelled run was released
+    within a second, was admitted itself: two 200s on one thread, seen once under load)."""
+    in_window, second_answered = threading.Event(), threading.Event()
+    original = RunChannel.attach
+
+    def attach(self: RunChannel, *args: Any, **kwargs: Any) -> Any:
+        if not in_window.is_set():           # the first run's own attach, right after its admission
+            in_window.set()
+            second_answered.wait(10)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(RunChannel, "attach", attach)
+    first: Dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: first.update(
+        events=adapter.run(adapter.body("hello", thread="admitting"))))
+    runner.start()
+    try:
+        assert in_window.wait(10), "the first run never reached its stream's attach"
+        second = requests.post(adapter.url, json=adapter.body("hello", thread="admitting"), timeout=30,
+                               headers={"Accept": "text/event-stream"})
+    finally:
+        second_answered.set()
+        runner.join(30)
+    assert second.status_code == 409 and second.json()["error"]["code"] == "THREAD_BUSY", second.text
+    assert first["events"][-1]["type"] == "RUN_FINISHED", first["events"][-1]
+    assert first["events"][-1]["outcome"] == {"type": "success"}
 
 
 @pytest.mark.parametrize("blocked_write", [1, 2], ids=["admission-write", "in-run-write"])

@@ -214,8 +214,11 @@ class RunManager:
         worker = RunWorker(client=self.client, projector=projector, channel=publisher, recorder=recorder,
                            driver=self._driver(req, admitted, ctx), on_end=lambda w: self._ended(run),
                            on_release=lambda: self._released(run), spares=self.spares)
+        # Attached before the worker is visible: a run with a worker and no subscriber reads as abandoned
+        # (``_free_abandoned``), and a second request on the thread would cancel this one meanwhile.
+        sub = run.channel.attach()
         run.worker = worker
-        return worker, run.channel.attach()
+        return worker, sub
 
     def _abandon(self, run: "LiveRun") -> None:
         """The run was admitted but could not start: give back its claim, lease, slot and live entry."""
