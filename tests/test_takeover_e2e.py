@@ -6,8 +6,10 @@ whole text exactly once, ids without a gap, one terminal event.
 """
 import threading
 import time
+from typing import Any
 
 import pytest
+import requests
 
 from iaccode_agui.demo import DemoServer
 from iaccode_agui.runs import logformat
@@ -107,6 +109,46 @@ def test_a_new_message_after_the_crash_cancels_the_unfollowed_adopted_run(adapte
     check_sequence(seen + rest)                  # what ran meanwhile was kept, then the run was cancelled
     assert rest[-1]["type"] == "RUN_ERROR" and rest[-1]["code"] == "CANCELLED"
     assert text_of(seen + rest) == SLOW_TEXT[:len(text_of(seen + rest))]
+
+
+def test_a_new_message_during_the_adoption_waits_for_it_then_cancels_the_adopted_run(
+        adapter_factory, quick_demo, tmp_path, workspace, monkeypatch):
+    """A new message that lands while the start-up scan is adopting the run must find the adopted run whole.
+
+    Before the fix the run was visible while still being built: a request that saw it without its worker
+    neither cancelled it nor waited for it, and answered 409 THREAD_BUSY (a retry right after a restart got
+    that once under load).  The adoption is held inside that stretch until the request has looked."""
+    from iaccode_agui.runs.profile import ProfileRegistry
+    from iaccode_agui.runs.takeover import Takeover
+
+    state_dir, body, seen, ids = _crash_mid_run(quick_demo, tmp_path, workspace, "crash-5")
+    quick_demo.runtime.store.clock.pause()            # the orphaned task stays alive until cancelled
+    in_adoption, request_looked = threading.Event(), threading.Event()
+    rebuild, adopt = ProfileRegistry.rebuild, Takeover.adopt
+
+    def held_rebuild(self: ProfileRegistry, header: Any) -> Any:      # called while the run is being built
+        in_adoption.set()
+        request_looked.wait(20)
+        return rebuild(self, header)
+
+    def noted_adopt(self: Takeover, thread_id: str, run_id: str) -> bool:
+        if threading.current_thread().name.startswith("waitress"):    # the request, not a scan
+            request_looked.set()
+        return adopt(self, thread_id, run_id)
+
+    monkeypatch.setattr(ProfileRegistry, "rebuild", held_rebuild)
+    monkeypatch.setattr(Takeover, "adopt", noted_adopt)
+    successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token)
+    assert in_adoption.wait(20), "the start-up scan never adopted the run"
+    try:
+        response = requests.post(successor.url, json=successor.body("next", thread="crash-5"), timeout=60,
+                                 headers={"Accept": "text/event-stream"})
+    finally:
+        request_looked.set()
+    assert response.status_code == 200, response.text
+    assert parse_sse(response.content)[0][-1]["type"] == "RUN_FINISHED"
+    rest = parse_sse(successor.post(body, headers={"Last-Event-ID": str(ids[-1])}).content)[0]
+    assert rest[-1]["type"] == "RUN_ERROR" and rest[-1]["code"] == "CANCELLED"
 
 
 def test_a_followed_adopted_run_keeps_its_thread_busy(adapter_factory, quick_demo, tmp_path, workspace):

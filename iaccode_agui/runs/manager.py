@@ -132,8 +132,17 @@ class RunManager:
         with self._lock:
             return (thread_id, run_id) in self._live
 
-    def register_run(self, req: Any, state: ThreadState, lease: RunLease, channel: RunChannel) -> LiveRun:
+    def register_run(self, req: Any, state: ThreadState, lease: RunLease, channel: RunChannel,
+                     prepare: Optional[Callable[[LiveRun], None]] = None) -> LiveRun:
+        """Make the run visible to this process's requests; ``prepare`` completes it before they can see it.
+
+        A request on the thread judges a live run by its worker and flags (``_settle_orphan``,
+        ``_free_abandoned``): a run seen half-built would be taken for one without a worker, or for an
+        abandoned one instead of an adopted one.
+        """
         run = LiveRun(self, req, state, lease, channel)   # type: ignore[arg-type]
+        if prepare is not None:
+            prepare(run)
         with self._lock:
             self._live[run.key] = run
             self._active[run.key] = run

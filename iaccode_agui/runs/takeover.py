@@ -195,16 +195,20 @@ class Takeover:
         projector = AdoptedProjector(ctx, logged, clock=manager.clock)
         projector.usage.restore(usage)        # counted by the dead owner: the run's totals include it
         recorder = StateRecorder(manager.store, req.thread_id, ctx.execution_id, req.run_id)
-        run = manager.register_run(req, state, lease, channel)
-        run.profile = manager.profiles.rebuild(header)      # shaped as its owner shaped it
-        worker = RunWorker(client=manager.client, projector=projector,
-                           channel=publisher_for(channel, run.profile, language), recorder=recorder,
-                           driver=drive_adopted, on_end=lambda w: manager._ended(run),
-                           on_release=lambda: manager._released(run), spares=manager.spares)
-        run.worker = worker
-        run.keep_without_client = bool(header.get("keepWithoutClient"))
-        run.adopted = True
-        worker.start()
+
+        def prepare(run: Any) -> None:
+            run.profile = manager.profiles.rebuild(header)      # shaped as its owner shaped it
+            run.worker = RunWorker(client=manager.client, projector=projector,
+                                   channel=publisher_for(channel, run.profile, language), recorder=recorder,
+                                   driver=drive_adopted, on_end=lambda w: manager._ended(run),
+                                   on_release=lambda: manager._released(run), spares=manager.spares)
+            run.keep_without_client = bool(header.get("keepWithoutClient"))
+            run.adopted = True
+
+        # Complete before it is visible: a new request must see an adopted run with its worker, not a
+        # half-built one it would neither cancel nor wait for (and answer THREAD_BUSY).
+        run = manager.register_run(req, state, lease, channel, prepare)
+        run.worker.start()
         run.start_adoption_grace()
 
 
