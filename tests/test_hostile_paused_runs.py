@@ -152,7 +152,9 @@ def test_a_paused_agentcore_run_dropped_by_the_stall_timeout_goes_on_and_logs_ev
     adapter = Adapter(demo.url, demo.token, str(tmp_path / "state"), workspace, default_cwd=workspace)
     adapter.server.stop()
     from iaccode_agui.serving import ServerThread, waitress_limits
-    adapter.server = ServerThread(adapter.app, threads=8, slice_seconds=0.05, stall_timeout=1.0,
+    # The stall timeout is 1 s only once the pause was seen: from the start, a test thread that a loaded
+    # machine holds back for a second would find the stream already dropped and the run running on.
+    adapter.server = ServerThread(adapter.app, threads=8, slice_seconds=0.05, stall_timeout=3600.0,
                                   **waitress_limits(adapter.settings.max_request_bytes))
     body = ac_body("firehose %d" % FIREHOSE, thread="agentcore-paused")
     sock = _silent(adapter, body, AGENT)
@@ -161,7 +163,8 @@ def test_a_paused_agentcore_run_dropped_by_the_stall_timeout_goes_on_and_logs_ev
         run = adapter.app.manager.live_runs()[0]
         published = _paused(run.channel)
         assert published < FIREHOSE // 2
-        assert wait_for(lambda: run.worker is not None and run.worker.finished, 60)   # dropped, then ran on
+        adapter.server.stall_timeout = 1.0        # read by the next sweep: the stalled stream is dropped
+        assert wait_for(lambda: run.worker is not None and run.worker.finished, 120)  # dropped, then ran on
         assert run.worker.outcome == "success" and run.channel.log_complete
         adapter.url = adapter.server.url
         replay = adapter.post({"threadId": body["threadId"], "runId": body["runId"], "messages": [], "state": {},
