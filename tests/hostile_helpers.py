@@ -44,10 +44,7 @@ class Env:
         self.client = Client(self.app)
 
     def close(self) -> None:
-        self.app.manager.cancel_all()
-        self.app.manager.wait_idle(5)
-        self.app.client.close()
-        self.app.manager.expiry.stop()
+        self.app.close(0, cancel_wait=5.0)     # every timer and thread of the app, not only the expiry's
 
     def body(self, text: Any = "hello", thread: str = "t", run: str = "r", **props: Any) -> Dict[str, Any]:
         iac = {"schemaVersion": 1, "rosInvocationId": "inv", "cwd": self.workspace}

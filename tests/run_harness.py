@@ -222,7 +222,7 @@ def client() -> ScriptedClient:
 def manager(tmp_path, client):
     made = make_manager(tmp_path, client)
     yield made
-    made.expiry.stop()
+    made.stop()
 
 
 def interrupted_permission(manager: RunManager, client: ScriptedClient, *ids: str) -> List[Dict[str, Any]]:

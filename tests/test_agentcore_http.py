@@ -24,16 +24,14 @@ def make(tmp_path, workspace, **settings):
 def client(tmp_path, workspace):
     app, client = make(tmp_path, workspace, default_cwd=workspace)
     yield client
-    app.manager.expiry.stop()
-    app.client.close()
+    app.close(0)
 
 
 @pytest.fixture
 def strict(tmp_path, workspace):
     app, client = make(tmp_path, workspace)
     yield client
-    app.manager.expiry.stop()
-    app.client.close()
+    app.close(0)
 
 
 def post(client, payload, path="/ag-ui/agent", headers=None):
@@ -254,5 +252,4 @@ def test_agentcore_streams_take_and_give_back_a_stream_slot(tmp_path, workspace)
         assert app.open_streams == 1
         app.release_stream()
     finally:
-        app.manager.expiry.stop()
-        app.client.close()
+        app.close(0)

@@ -14,8 +14,7 @@ def client(tmp_path, workspace):
                         allowed_cwds=(workspace,), auth_token=None)
     app = AguiApp(settings)
     yield Client(app)
-    app.manager.expiry.stop()
-    app.client.close()
+    app.close(0)
 
 
 def body(workspace, **changes):
@@ -130,5 +129,4 @@ def test_auth_required_when_configured(tmp_path, workspace):
         assert accepted.status_code == 200
         b"".join(accepted.response)
     finally:
-        app.manager.expiry.stop()
-        app.client.close()
+        app.close(0)

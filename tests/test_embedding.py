@@ -151,8 +151,7 @@ def site(request, demo, workspace, tmp_path) -> Iterator[Site]:
         app.manager.cancel_all()
         app.manager.wait_idle(5)
         server.stop()
-        app.client.close()
-        app.manager.expiry.stop()
+        app.close(0)
 
 
 def test_prefix_routes_and_host_site_untouched(site):

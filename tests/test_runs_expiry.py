@@ -23,7 +23,7 @@ def test_timer_expiry_of_one_of_two_interrupts_is_reported_as_expired(tmp_path, 
         client.streams.append([status("working", "Both written."), status("input-required")])
         answered = run_events(manager, body(manager, None, run="run-3", resume=allow("perm-1", "perm-2")))
     finally:
-        manager.expiry.stop()
+        manager.stop()
     # One expired interrupt expires the execution: the late resume is EXECUTION_EXPIRED and sends nothing
     # (the task was cancelled, so a GetTask must not "rediscover" the expired input).
     late = [m["parts"][0]["data"]["inputId"] for m in client.sent()[sent_before:]]

@@ -64,7 +64,7 @@ def test_finished_runs_do_not_retain_their_request_images(tmp_path):
         retained = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-        manager.expiry.stop()
+        manager.stop()
     assert manager.active_count() == 0
     # Each finished run is kept for re-attach; its request (2.7 MiB of base64 here) must not be.
     assert retained < 2 * 1024 * 1024, "%.1f MiB retained after the runs ended" % (retained / 1048576.0)
@@ -106,7 +106,7 @@ def test_active_run_cap_holds_under_concurrent_admission(tmp_path, client, monke
         for item in outcomes:
             if not isinstance(item, str):
                 finish(manager, *item)
-        manager.expiry.stop()
+        manager.stop()
     assert admitted <= 1 and "RUNTIME_CAPACITY_EXCEEDED" in outcomes, (admitted, outcomes)
 
 
@@ -143,7 +143,7 @@ def test_immediate_resume_at_the_cap_is_not_refused(tmp_path, client, monkeypatc
     finally:
         resume_done.set()
         run.worker.thread.join(5)
-        manager.expiry.stop()
+        manager.stop()
     if resumed is not None:
         finish(manager, *resumed)
     assert refused is None, refused
@@ -179,7 +179,7 @@ def test_each_disconnect_gets_its_full_reconnect_grace(tmp_path, client, monkeyp
     finally:
         gate.set()
         run.worker.thread.join(5)
-        manager.expiry.stop()
+        manager.stop()
 
 
 # ---- admission rollback ---------------------------------------------------------------------------------

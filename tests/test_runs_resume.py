@@ -41,7 +41,7 @@ def test_generic_agent_second_question_on_the_same_task_is_answerable(tmp_path, 
         assert answered[-1]["type"] == "RUN_FINISHED", answered[-1]
         assert [m["parts"] for m in client.sent()][-1] == [{"text": "42"}]
     finally:
-        manager.expiry.stop()
+        manager.stop()
 
 
 def test_rejected_answer_is_not_recovered_as_applied_from_a_projectionless_snapshot(manager, client):
