@@ -17,10 +17,10 @@ from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer, create_server
-from waitress.task import ThreadedTaskDispatcher
 
 from iaccode_agui import i18n
 from iaccode_agui.config import DEFAULT_STREAM_BUFFER_BYTES
+from iaccode_agui.dispatch import NewestFirstDispatcher
 from iaccode_agui.idle_write import IdleWriteTask
 from iaccode_agui.strict_http import accept_many, close_slow_heads, close_stalled, strict_channel
 
@@ -116,8 +116,11 @@ class ServerThread:
             limit = max(threads + 16, available - 2 * threads - 64)
             log.warning("open-file limit %d: connection limit lowered to %d", available, limit)
         self.connection_limit = limit
+        # Its threads start once the socket is bound: a refused address leaves no worker behind.
+        workers = NewestFirstDispatcher()
         self.server = create_server(app, host=host, port=port, threads=threads, connection_limit=limit,
-                                    **adjustments)
+                                    _dispatcher=workers, **adjustments)
+        workers.set_thread_count(threads)
         if send_buffer:
             # Set on every accepted connection.  The kernel doubles the value it is given (its own
             # bookkeeping), so half of it lands on about ``send_buffer``.  The option is a C int (and the
@@ -125,7 +128,7 @@ class ServerThread:
             # listening socket.
             option = (socket.SOL_SOCKET, socket.SO_SNDBUF, min(max(4096, send_buffer // 2), 2 ** 31 - 1))
             self.server.adj.socket_options = list(Adjustments.socket_options) + [option]  # type: ignore[attr-defined]
-        self.control = ThreadedTaskDispatcher()
+        self.control = NewestFirstDispatcher()
         self.control.set_thread_count(CONTROL_THREADS)
         settings = getattr(app, "settings", None)
         # About two heartbeats: a reading client receives at least one write in that time.

@@ -107,3 +107,25 @@ def test_remembered_sizes_and_times_decide_retention_as_a_fresh_scan_does(store)
     assert store.sweep(now=1_700_000_000) == 1
     assert [os.path.exists(path) for path in paths] == [False, False, True, True]
     assert store.orphans() == [] and len(store._closed) == 2     # removed logs leave the index
+
+
+def test_a_walk_over_many_kept_logs_holds_no_list_of_them(tmp_path):
+    """The timer walks every kept log twice per pass; a list of all of them per walk (about 400 bytes a log)
+    left pymalloc's arenas fragmented by the objects runs allocated meanwhile: the heap grew with the logs kept."""
+    import tracemalloc
+
+    store = RunLogStore(str(tmp_path / "state"), ttl=600, max_bytes=1 << 30, fsync=False)
+    _closed_logs(store, 1500)
+    assert store.orphans() == [] and len(store._closed) == 1500
+    tracemalloc.start()
+    try:
+        for walk in (store.sweep, store.orphans, store.sweep):
+            tracemalloc.reset_peak()
+            before = tracemalloc.get_traced_memory()[0]
+            walk()
+            after, peak = tracemalloc.get_traced_memory()
+            assert peak - before < 64 * 1024, (walk.__name__, peak - before)
+            assert abs(after - before) < 16 * 1024, (walk.__name__, after - before)   # the index is kept, not rebuilt
+    finally:
+        tracemalloc.stop()
+    assert len(store._closed) == 1500

@@ -24,13 +24,13 @@ import os
 import stat
 import threading
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from iaccode_agui.runs import logformat
+from iaccode_agui.runs import logformat, retention
 from iaccode_agui.runs.logformat import Record
 from iaccode_agui.runs.logreader import READ_CHUNK as _READ_CHUNK
 from iaccode_agui.runs.logreader import RunLogReader, WatchMark
-from iaccode_agui.state.flocks import close_quietly, open_probe
+from iaccode_agui.state.flocks import close_quietly
 from iaccode_agui.state.flocks import try_lock as _try_lock
 from iaccode_agui.state.keys import run_file_stem
 
@@ -51,25 +51,6 @@ def _read_all(fd: int) -> bytes:
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
-
-
-def _stamp(name: str, size: int, mtime_ns: int) -> int:
-    """What the retention index keeps of a closed log: one hash of its name, size and mtime.
-
-    One small int per kept log instead of its name and a tuple (about 60 bytes instead of 240, with
-    thousands of logs kept).  Two logs whose triples hash alike (about one chance in 2**64 per pair) would
-    only spare the newer one an examination for being an orphan.
-    """
-    return hash((name, size, mtime_ns))
-
-
-def _is_closed(path: str, size: int) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(max(0, size - 512))
-            return logformat.ends_with_close(handle.read())
-    except OSError:
-        return False
 
 
 class LogFull(OSError):
@@ -189,10 +170,10 @@ class RunLogStore:
         self._ready = False
         self._stop = threading.Event()
         self._sweeper: Optional[threading.Thread] = None
-        # Logs seen closed, as ``_stamp`` of name, size and mtime: a closed log never becomes live again, so
-        # the timer's scans stat it instead of opening, locking and reading it.  Without this every scan
-        # costs a few opens per kept log, and with thousands kept the scans crowd out the request path.
-        self._closed: Set[int] = set()
+        # Logs seen closed: the timer's walks stat them instead of opening, locking and reading them.
+        # Without this every walk costs a few opens per kept log, and with thousands kept the walks crowd
+        # out the request path.
+        self._closed = retention.ClosedIndex()
 
     @property
     def enabled(self) -> bool:
@@ -306,11 +287,12 @@ class RunLogStore:
         """(thread, run) of every kept log whose writer died before closing it: runs to adopt."""
         now = time.time() if now is None else now
         found: List[Tuple[str, str]] = []
-        for name, path, known in self._scan_logs():
+        for name, path, known in retention.walk_logs(self.runs_dir, self._closed):
             if known is not None:
                 continue
-            info = self._finished_info(path)
-            if info is None or info[2] or now - info[1] > self.ttl or self._seen_closed(name, path, info[0]):
+            info = retention.finished_info(path)
+            if info is None or info[2] or now - info[1] > self.ttl or \
+                    retention.seen_closed(self._closed, name, path, info[0]):
                 continue
             reader = RunLogReader.open(path)
             if reader is None:
@@ -368,116 +350,26 @@ class RunLogStore:
     def sweep(self, now: Optional[float] = None) -> int:
         """Remove expired logs (and stale watch files); returns how many logs went."""
         now = time.time() if now is None else now
-        try:
-            names = os.listdir(self.runs_dir)
-        except OSError:
-            return 0
-        finished = []
-        total = 0
-        for name, path, known in self._scan_logs(names):
-            info = (known[0], known[1], False) if known is not None else self._finished_info(path)
-            if info is None:
-                continue
-            size, mtime, live = info
-            total += size
-            if not live:
-                finished.append((mtime, size, path))
-        finished.sort()
-        removed = 0
-        for mtime, size, path in finished:
-            if now - mtime <= self.ttl and total <= self.max_bytes:
-                continue
-            if self._unlink_if_unlocked(path):      # its stamp leaves the index at the next scan
-                total -= size
-                removed += 1
-        for name in names:
+        others: List[Tuple[str, str]] = []     # after the logs: a watch file goes once its log has gone
+        removed = retention.sweep(self.runs_dir, self._closed, self.ttl, self.max_bytes, now,
+                                  lambda name, path: others.append((name, path)))
+        for name, path in others:
             if name.endswith(".watch"):
-                self._drop_unwatched(os.path.join(self.runs_dir, name))
+                self._drop_unwatched(path)
             elif name.endswith(CREATING_SUFFIX):
-                self._drop_dead_creation(os.path.join(self.runs_dir, name), now)
+                self._drop_dead_creation(path, now)
         return removed
 
     def _drop_dead_creation(self, path: str, now: float) -> None:
         with contextlib.suppress(OSError):
             if now - os.lstat(path).st_mtime > CREATING_STALE:
-                self._unlink_if_unlocked(path)
-
-    def _scan_logs(self, names: Optional[List[str]] = None) -> List[Tuple[str, str, Optional[Tuple[int, float]]]]:
-        """(name, path, (size, mtime) if known closed and unchanged, else None) of every ``.log`` file.
-
-        The index is rebuilt from what is still there, so a removed log leaves it; a stamp added by a
-        concurrent scan may be lost, which costs that log one more examination, nothing else.
-        """
-        if names is None:
-            try:
-                names = os.listdir(self.runs_dir)
-            except OSError:
-                return []
-        found = []
-        closed, still = self._closed, set()
-        for name in names:
-            if not name.endswith(".log"):
-                continue
-            path = os.path.join(self.runs_dir, name)
-            known: Optional[Tuple[int, float]] = None
-            if closed:
-                try:
-                    info = os.stat(path, follow_symlinks=False)
-                except OSError:
-                    continue
-                stamp = _stamp(name, info.st_size, info.st_mtime_ns)
-                if stamp in closed:
-                    still.add(stamp)
-                    known = info.st_size, info.st_mtime
-            found.append((name, path, known))
-        self._closed = still
-        return found
-
-    def _seen_closed(self, name: str, path: str, size: int) -> bool:
-        if not _is_closed(path, size):
-            return False
-        try:
-            info = os.stat(path, follow_symlinks=False)
-        except OSError:
-            return True
-        if info.st_size == size:
-            self._closed.add(_stamp(name, info.st_size, info.st_mtime_ns))
-        return True
-
-    @staticmethod
-    def _finished_info(path: str) -> Optional[tuple]:
-        fd = open_probe(path)
-        if fd is None:
-            return None
-        try:
-            info = os.fstat(fd)
-            live = not _try_lock(fd, fcntl.LOCK_SH)
-            return info.st_size, info.st_mtime, live
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
-
-    @staticmethod
-    def _unlink_if_unlocked(path: str) -> bool:
-        fd = open_probe(path)
-        if fd is None:
-            return False
-        try:
-            if not _try_lock(fd, fcntl.LOCK_EX):
-                return False
-            os.unlink(path)
-            return True
-        except OSError:
-            return False
-        finally:
-            os.close(fd)
+                retention.unlink_if_unlocked(path)
 
     def _drop_unwatched(self, path: str) -> None:
         log_path = path[:-len(".watch")] + ".log"
         if os.path.exists(log_path):
             return
-        self._unlink_if_unlocked(path)
+        retention.unlink_if_unlocked(path)
 
     def start_sweeper(self, interval: float) -> None:
         if not self.enabled or self._sweeper is not None:
