@@ -4,7 +4,7 @@ Three measurements, each on an adapter process of its own:
 
 - ``populated``: time to ``RUN_STARTED`` for new threads when N threads already live in the state dir
   (their files are written directly, as earlier runs would have left them: a document and its two lock
-  files).  The populations are cumulative (one dir, grown between measurements).
+  files).  One adapter and one state dir per population, the runs alternating between them.
 - ``many_runs``: RSS after warm-up, after N tiny runs and a short rest: memory a long-lived adapter keeps.
 - ``big_run``: RSS before, at the peak of, and after one run of N events, read to its end by the client.
 
@@ -59,40 +59,50 @@ def populate(state_dir: str, start: int, stop: int) -> float:
     return time.monotonic() - began
 
 
-def time_to_first_event(service: Service, cwd: str, runs: int) -> Dict[str, Any]:
-    """Median ms from the POST to RUN_STARTED over ``runs`` new threads (after two warm-up runs)."""
-    for _ in range(2):
-        client.post_stream(service.url, *client.agui_request("firehose 1", cwd))
-    seconds: List[float] = []
-    errors = 0
-    for _ in range(runs):
-        result = client.post_stream(service.url, *client.agui_request("firehose 1", cwd))
-        first = result.seconds_to(result.t_run_started)
-        if not result.ok or first is None:
-            errors += 1
-            continue
-        seconds.append(first * 1000)
-    return {"run_started_ms": statistics.median(seconds) if seconds else None,
-            "p90_ms": sorted(seconds)[int(0.9 * (len(seconds) - 1))] if seconds else None,
-            "runs": len(seconds), "errors": errors}
+def _first_event_ms(service: Service, cwd: str) -> Optional[float]:
+    result = client.post_stream(service.url, *client.agui_request("firehose 1", cwd))
+    first = result.seconds_to(result.t_run_started)
+    return first * 1000 if result.ok and first is not None else None
 
 
 def populated(start_adapter: Callable[[str], Service], cwd: str, populations: List[int], runs: int,
               tmp: str) -> Dict[str, Any]:
-    state_dir = tempfile.mkdtemp(prefix="state-grown-", dir=tmp)
-    have = 0
+    """Median ms from the POST to RUN_STARTED for new threads, one adapter (and state dir) per population.
+
+    The adapters run side by side and the runs alternate between them (one per adapter per round, the
+    order rotated each round), so a load that comes and goes on a shared machine falls on every
+    population alike; measured one population after the other, the spread mostly showed the load.
+    """
+    services: Dict[int, Service] = {}
     out: Dict[str, Any] = {}
-    for size in sorted(populations):
-        write_s = populate(state_dir, have, size)
-        have = size
-        service = start_adapter(state_dir)
-        try:
-            figures = time_to_first_event(service, cwd, runs)
-            figures["startup_s"] = service.startup_seconds
-            figures["populate_s"] = write_s
-        finally:
+    sizes = sorted(populations)
+    try:
+        for size in sizes:
+            state_dir = tempfile.mkdtemp(prefix="state-grown-%d-" % size, dir=tmp)
+            write_s = populate(state_dir, 0, size)
+            services[size] = start_adapter(state_dir)
+            out[str(size)] = {"populate_s": write_s, "startup_s": services[size].startup_seconds}
+        for size in sizes:                      # two warm-up runs each
+            for _ in range(2):
+                _first_event_ms(services[size], cwd)
+        seconds: Dict[int, List[float]] = {size: [] for size in sizes}
+        errors = dict.fromkeys(sizes, 0)
+        for round_no in range(runs):
+            shift = round_no % len(sizes)
+            for size in sizes[shift:] + sizes[:shift]:
+                ms = _first_event_ms(services[size], cwd)
+                if ms is None:
+                    errors[size] += 1
+                else:
+                    seconds[size].append(ms)
+    finally:
+        for service in services.values():
             service.stop()
-        out[str(size)] = figures
+    for size in sizes:
+        got = sorted(seconds[size])
+        out[str(size)].update({"run_started_ms": statistics.median(got) if got else None,
+                               "p90_ms": got[int(0.9 * (len(got) - 1))] if got else None,
+                               "runs": len(got), "errors": errors[size], "interleaved": True})
     return out
 
 

@@ -205,8 +205,8 @@ def _growth_rows(gr: Dict[str, Any]) -> List[Row]:
                          c.get("runs", 0), _num(c.get("startup_s"), 2), _num(c.get("populate_s"), 1))))
     if pop:
         rows.append(("  spread across populations", {"adapter": "%s%%" % _num(spread, 0)},
-                     "largest distance from the middle median (within 20%% wanted: %s)"
-                     % _verdict(None if spread is None else spread <= 20)))
+                     "largest distance from the middle median, runs alternating between the populations "
+                     "(within 20%% wanted: %s)" % _verdict(None if spread is None else spread <= 20)))
     many = gr.get("many_runs")
     if many:
         rows.append(("  %s runs in a row: RSS before / after MB" % _num(many["runs"]),
