@@ -244,6 +244,7 @@ def _park(body, queue: FrameQueue):
     thread = threading.Thread(target=lambda: out.extend(body), daemon=True)
     thread.start()
     assert wait_for(lambda: queue._reader_waiting, 10)
+    body._entry.last = time.monotonic() - 100   # long silent since its replay, as the tests' premise
     return thread, out
 
 
@@ -317,3 +318,39 @@ def test_a_real_adapter_writes_idle_heartbeats_from_the_timer(adapter_factory, m
     assert b"RUN_FINISHED" in raw
     assert raw.count(b": heartbeat") >= 3, raw
     assert markers == []
+
+
+def test_a_stream_whose_run_thread_is_slow_to_start_gets_heartbeats_meanwhile():
+    """The run's thread is started between the stream's first chunk and its next (``after_first_write``).
+    With a thousand streams opening at once that start can wait long for the CPU; the stream must be
+    timed already, so its heartbeats go out while the start is under way instead of after it."""
+    from iaccode_agui.runs.heartbeats import HeartbeatTimer
+
+    started, release = threading.Event(), threading.Event()
+
+    def slow_start() -> None:
+        started.set()
+        release.wait(30)
+
+    timer = HeartbeatTimer()
+
+    def app(environ, start_response):
+        sub = Subscription(None, [b"data: started\n\n"], maxsize=8)
+        start_response("200 OK", [("Content-Type", "text/event-stream")])
+        return SSEBody(sub, heartbeat=0.2, poll=60.0, timer=timer, after_first_write=slow_start,
+                       write_idle=idle_writer(environ))
+
+    server = ServerThread(app, threads=4, slice_seconds=0.05)
+    try:
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=10)
+        conn.request("GET", "/stream")
+        response = conn.getresponse()
+        assert response.read1(64) == b"data: started\n\n"
+        assert started.wait(10)
+        # The hook is still blocked: whatever arrives now was written by the timer.
+        assert response.read1(64) == stream_mod.HEARTBEAT
+        assert not release.is_set()
+        conn.close()
+    finally:
+        release.set()
+        server.stop()

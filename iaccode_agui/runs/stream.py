@@ -73,12 +73,16 @@ class SSEBody:
             hook()
 
     def _generate(self) -> Iterator[bytes]:
-        for frame in self._sub.replay:
-            yield frame
-        self._sub.replay = []
+        # Timed from the first chunk on, not from the end of the replay: the ``after_first_write`` hook
+        # (the run's thread start) runs between the first chunk and the next, and however long it takes
+        # on a loaded server, the timer keeps this stream's heartbeats going meanwhile.
         entry = self._entry = self._timer.register(self._heartbeat, self._poll, self._client_gone, self._post)
         take = self._sub.queue.take
         try:
+            for frame in self._sub.replay:
+                yield frame
+                entry.last = time.monotonic()
+            self._sub.replay = []
             while True:
                 items = take(max(GUARD_WAIT, 2 * self._heartbeat))
                 if not items:
