@@ -68,6 +68,21 @@ def limit_arenas(count: int) -> bool:
     return bool(mallopt(M_ARENA_MAX, count))
 
 
+def freeze_startup_objects() -> int:
+    """Keep what the server built before it listens out of every later collection; returns how many.
+
+    A full collection stops every thread for as long as it walks all the objects the collector tracks,
+    and with a thousand open streams that walk was the longest pause their heartbeats saw.  The modules,
+    classes, schemas and routes made at start-up live as long as the process, so walking them again
+    finds nothing: once they sit in the permanent generation a full collection walks only what came
+    after them (the runs, whose cycles it still frees).  Garbage of the start-up itself is collected
+    first so that none of it is kept.  Like the arena cap, only the server's own entry point calls this.
+    """
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
 _GLIBC_TRIM = object()
 
 

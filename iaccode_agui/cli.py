@@ -18,7 +18,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from iaccode_agui import __version__, i18n
-from iaccode_agui.allocator import DEFAULT_ARENA_MAX, DEFAULT_RELEASE_RUNS, limit_arenas
+from iaccode_agui.allocator import DEFAULT_ARENA_MAX, DEFAULT_RELEASE_RUNS, freeze_startup_objects, limit_arenas
 from iaccode_agui.argtypes import at_least, count, flag_or_env, megabytes, port, positive_seconds, seconds
 from iaccode_agui.cliflags import EVENT_BYTES, POSITIVE_COUNT, SPARE_THREADS, build_parser
 from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_FILE_LINK_TTL, DEFAULT_HEARTBEAT, DEFAULT_HOST,
@@ -291,6 +291,9 @@ def serve(settings: Settings, host: str, port: int, args: argparse.Namespace, up
           warnings: Sequence[str] = ()) -> int:
     from iaccode_agui.app import AguiApp
 
+    # Frozen before the app exists: building it starts the take-over scan, and a run adopted meanwhile must
+    # not land in the permanent generation (its objects would never be freed after it ends).
+    freeze_startup_objects()
     app = AguiApp(settings)
     try:
         server = start_server(app, host, port, args.threads, settings,

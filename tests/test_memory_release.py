@@ -128,3 +128,42 @@ def test_limit_arenas_zero_changes_nothing_and_glibc_accepts_a_cap(monkeypatch):
     assert allocator.limit_arenas(2) and called == [(allocator.M_ARENA_MAX, 2)]
     monkeypatch.setattr(allocator, "_glibc_function", lambda name: None)    # musl, macOS: skipped
     assert not allocator.limit_arenas(2)
+
+
+class _Node:
+    """A reference cycle, as every run leaves one."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_the_start_up_objects_leave_the_collections_and_later_cycles_are_still_freed():
+    """A full collection walks every tracked object while every thread waits (heartbeats of all open
+    streams included); what the server built before listening is walked no more, what came later is."""
+    built = _Node()
+    try:
+        assert allocator.freeze_startup_objects() > 0
+        assert not any(obj is built for obj in gc.get_objects())   # out of every generation walked
+        later = _Node()
+        gone = weakref.ref(later)
+        del later
+        gc.collect()
+        assert gone() is None                                      # a run's cycle is still freed
+    finally:
+        gc.unfreeze()
+
+
+def test_the_cli_server_freezes_its_start_up_objects_before_it_listens(tmp_path, monkeypatch):
+    order: List[str] = []
+    monkeypatch.setattr(cli, "freeze_startup_objects", lambda: order.append("freeze") or 1)
+
+    def no_server(*args, **kwargs):
+        order.append("listen")
+        raise cli.ConfigError("stop here")
+
+    monkeypatch.setattr(cli, "start_server", no_server)
+    args = cli.build_parser().parse_args(["--demo"])
+    settings = cli.settings_from(args, {}, "http://127.0.0.1:9/", None, str(tmp_path / "state"))
+    with pytest.raises(cli.ConfigError):
+        cli.serve(settings, "127.0.0.1", 0, args, "test")
+    assert order == ["freeze", "listen"]
