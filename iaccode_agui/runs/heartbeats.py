@@ -133,20 +133,24 @@ class Schedule:
         """
         beats: List[Entry] = []
         probes: List[Entry] = []
-        heap = self._heap
+        heap, pop, push, seq = self._heap, heapq.heappop, heapq.heappush, self._seq
         limit = _ticks_until(now)
+        soonest = limit + 1            # a slot popped now comes back in a later tick, never this one
+        next_tick = soonest * TICK
         while heap and heap[0][0] <= limit:
-            _, _, kind, entry = heapq.heappop(heap)
+            _, _, kind, entry = pop(heap)
             if not entry.alive:
                 continue
             if kind == PROBE:
                 probes.append(entry)
-                self._push(now + entry.poll, PROBE, entry, limit)
-            elif entry.last + entry.interval >= (limit + 1) * TICK:
-                self._push(entry.last + entry.interval, HEARTBEAT, entry, limit)
+                tick = _tick_at_or_after(now + entry.poll)
             else:
-                beats.append(entry)
-                self._push(now + entry.interval, HEARTBEAT, entry, limit)
+                due = entry.last + entry.interval
+                if due < next_tick:
+                    beats.append(entry)
+                    due = now + entry.interval
+                tick = _tick_at_or_before(due)
+            push(heap, (tick if tick > limit else soonest, next(seq), kind, entry))
         return beats, probes
 
 
