@@ -199,6 +199,7 @@ def concurrency(path: Path, cwd: str, streams: int, idle: float, heartbeat: Opti
         "stream_s_p50": client.percentile(durations, 0.5), "stream_s_max": max(durations) if durations else None,
         "heartbeat_late_max_ms": max(lateness_known) * 1000 if lateness_known else None,
         "heartbeat_late_p99_ms": (client.percentile(lateness_known, 0.99) or 0) * 1000 if lateness_known else None,
+        "heartbeat_late_p50_ms": (client.percentile(lateness_known, 0.5) or 0) * 1000 if lateness_known else None,
         "steady_late_p99_ms": (client.percentile(steady_known, 0.99) or 0) * 1000 if steady_known else None,
         "peak_rss_mb": sampler.peak_rss_kb / 1024.0, "peak_threads": sampler.peak_threads,
         "idle_cpu_s": idle_cpu, "idle_window_s": idle_window, "idle_s": idle,
@@ -218,7 +219,7 @@ def merge_concurrency(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
     for key in ("peak_rss_mb", "peak_threads", "heartbeat_late_max_ms", "stream_s_max"):
         values = [r[key] for r in runs if r[key] is not None]
         merged[key] = max(values) if values else None
-    for key in ("steady_late_p99_ms", "client_cpu_s", "ramp_s", "heartbeats", "streams_with_heartbeat", "heartbeat_late_p99_ms", "idle_cpu_s",
+    for key in ("steady_late_p99_ms", "client_cpu_s", "ramp_s", "heartbeats", "streams_with_heartbeat", "heartbeat_late_p99_ms", "heartbeat_late_p50_ms", "idle_cpu_s",
                 "idle_window_s", "idle_cpu_pct", "wall_s", "stream_s_p50"):
         merged[key] = _median([r.get(key) for r in runs])
     return merged
