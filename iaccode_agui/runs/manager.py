@@ -278,8 +278,10 @@ class RunManager:
             return False
         with self._lock:
             runs = [run for run in self._active.values() if run.thread_id == thread_id]
+        # A run kept without a client (``/ag-ui/agent``) is not abandoned: a disconnect never stops it.
         abandoned = [run for run in runs if run.worker is not None and not run.worker.finished
-                     and run.channel.client_gone() and not run.followed_elsewhere()]
+                     and not run.keep_without_client and run.channel.client_gone()
+                     and not run.followed_elsewhere()]
         if not abandoned:
             return False
         for run in abandoned:
