@@ -153,8 +153,8 @@ def test_the_start_up_objects_leave_the_collections_and_later_cycles_are_still_f
         gc.unfreeze()
 
 
-def test_the_cli_server_freezes_its_start_up_objects_before_it_listens(tmp_path, monkeypatch):
-    order: List[str] = []
+def _serve_until_listen(tmp_path, monkeypatch, order: List[str]) -> None:
+    """Runs ``cli.serve`` with the freeze recorded and the server replaced by one that stops at once."""
     monkeypatch.setattr(cli, "freeze_startup_objects", lambda: order.append("freeze") or 1)
 
     def no_server(*args, **kwargs):
@@ -166,4 +166,28 @@ def test_the_cli_server_freezes_its_start_up_objects_before_it_listens(tmp_path,
     settings = cli.settings_from(args, {}, "http://127.0.0.1:9/", None, str(tmp_path / "state"))
     with pytest.raises(cli.ConfigError):
         cli.serve(settings, "127.0.0.1", 0, args, "test")
+
+
+def test_the_cli_server_freezes_its_start_up_objects_before_it_listens(tmp_path, monkeypatch):
+    order: List[str] = []
+    _serve_until_listen(tmp_path, monkeypatch, order)
     assert order == ["freeze", "listen"]
+
+
+def test_the_cli_freezes_before_the_app_can_start_adopting_runs(tmp_path, monkeypatch):
+    """Building the app starts the start-up take-over scan on the manager's thread; a run adopted while the
+    freeze collects would land in the permanent generation and never be freed, so the freeze comes first."""
+    import iaccode_agui.app as app_module
+
+    order: List[str] = []
+
+    class App:
+        def __init__(self, settings):
+            order.append("app")
+
+        def close(self, *args, **kwargs):
+            pass
+
+    monkeypatch.setattr(app_module, "AguiApp", App)
+    _serve_until_listen(tmp_path, monkeypatch, order)
+    assert order == ["freeze", "app", "listen"]
