@@ -185,6 +185,7 @@ class NginxProcess(Process):
         with open(self.conf, "w") as handle:
             handle.write(render_nginx_conf(listen="127.0.0.1:%d" % listen_port, upstreams=upstreams))
         self.url = "http://127.0.0.1:%d/" % listen_port
+        self.error_log = os.path.join(prefix, "logs", "error.log")
         pid_file = os.path.join(prefix, "logs", "nginx.pid")
         globals_ = "daemon off; pid %s;%s" % (pid_file, " user root;" if os.geteuid() == 0 else "")
         super().__init__([binary, "-p", prefix + "/", "-e", os.path.join(prefix, "logs", "error.log"),
@@ -196,6 +197,11 @@ class NginxProcess(Process):
             with open(os.path.join(prefix, "logs", "error.log")) as handle:
                 errors = handle.read()[-2000:]
             raise RuntimeError("nginx did not start (exit %s): %s" % (self.proc.poll(), errors))
+
+    def upstream_failures(self) -> List[str]:
+        """The error-log lines where nginx gave up on an upstream; a failover would hide a mis-pinned thread."""
+        with open(self.error_log, errors="replace") as handle:
+            return [line.rstrip() for line in handle if "upstream" in line and "[error]" in line]
 
     def stop(self, timeout: float = 10.0) -> Optional[int]:
         if self.proc.poll() is None:
