@@ -284,24 +284,25 @@ class RunChannel:
         while True:
             with self._lock:
                 previous = self._subscriber
-                if previous is None:
-                    break
-                if previous.gone is not None and previous.gone():
-                    self._subscriber = None       # its generator ends on its own at the next poll
-                    break
+                # A gone subscriber is replaced in the same hold of the lock that attaches the new one:
+                # cleared first and attached later, the run would read as having no client in between, and
+                # the old stream's close or a second request would cancel the run being re-attached.
+                if previous is None or (previous.gone is not None and previous.gone()):
+                    return self._attach_locked(after_seq)
             if time.monotonic() >= deadline:
                 raise AguiError("RUN_ALREADY_ATTACHED")
             time.sleep(0.05)
-        with self._lock:
-            if self._subscriber is not None:
-                raise AguiError("RUN_ALREADY_ATTACHED")
-            if self._pending:
-                self._flush_locked()   # held-back events are logged and in memory: the replay has them
-            sub = Subscription(self, self._replay_after(after_seq), self._queue_max, self._queue_max_bytes)
-            self._subscriber = sub
-            if self.closed:
-                sub.queue.put_final(END)
-            return sub
+
+    def _attach_locked(self, after_seq: Optional[int]) -> Subscription:
+        """The new subscriber takes the place of whatever is there (lock held); the old one's generator
+        ends on its own at its next poll, and its detach leaves the new one alone."""
+        if self._pending:
+            self._flush_locked()   # held-back events are logged and in memory: the replay has them
+        sub = Subscription(self, self._replay_after(after_seq), self._queue_max, self._queue_max_bytes)
+        self._subscriber = sub
+        if self.closed:
+            sub.queue.put_final(END)
+        return sub
 
     def _replay_after(self, after_seq: Optional[int]) -> Iterable[bytes]:
         """Frames with an id above ``after_seq`` (all with None) up to the newest published (lock held)."""
