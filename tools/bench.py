@@ -128,14 +128,31 @@ class Bench:
             self.figures["config"]["peer"] = self.peer_cmd
         self.runtime = self._keep(procs.start_runtime(self.token, threads=max(96, top + 64), log_dir=self.tmp))
         say("runtime %s" % self.runtime.url)
+        self._fresh_processes()
+        relay = self._keep(procs.start_relay(self.runtime.url, threads=64, log_dir=self.tmp))
+        adapter = self._keep(self._adapter(threads=max(64, top + 32)))
+        peer = self._keep(self._peer()) if self.peer_cmd else None
+        paths = phases.build_paths(self.runtime, relay, adapter, peer, self.token, self.cwd)
+        floor_passes: List[float] = []
+        if "streams" in args.only:
+            self._streams(paths, floor_passes)
+        self._concurrency(paths, args.levels if "concurrency" in args.only else [])
+        if "floor" in args.only and not floor_passes:
+            say("6. floor: in-process decode + encode")
+            self.figures["floor"] = phases.floor(self.runtime, self.token, self.cwd, args.deltas, args.reps)
+        if "growth" in args.only:
+            self.figures["growth"] = self._growth()
+        return self.figures
 
+    def _fresh_processes(self) -> None:
+        """The sections that trace or start their own adapters, before the shared ones are started."""
+        args = self.args
         if "phases" in args.only:
             import bench_breakdown
 
             runs = 5 if args.quick else PHASE_RUNS
             say("0. one tiny run, phase by phase: 1 cold + %d warm runs of an in-process traced adapter" % runs)
             self.figures["breakdown"] = bench_breakdown.measure(self.runtime.url, self.token, self.cwd, runs=runs)
-
         if "startup" in args.only:
             say("5. start-up and idle (fresh processes, default settings)")
             settle = (0.5, 1.0) if args.quick else (1.0, 2.0)
@@ -144,32 +161,29 @@ class Bench:
             if self.peer_cmd:
                 self.figures["startup"]["peer"] = phases.startup(self._peer, args.reps, *settle)
 
-        relay = self._keep(procs.start_relay(self.runtime.url, threads=64, log_dir=self.tmp))
-        adapter = self._keep(self._adapter(threads=max(64, top + 32)))
-        peer = self._keep(self._peer()) if self.peer_cmd else None
-        paths = phases.build_paths(self.runtime, relay, adapter, peer, self.token, self.cwd)
+    def _streams(self, paths: List[Any], floor_passes: List[float]) -> None:
+        args = self.args
+        between = None
+        frames: List[Any] = []
+        if "floor" in args.only:
+            # The floor is measured in the same minutes as the adapter, a pass before and after each rep,
+            # so that a noisy neighbour moves both alike.
+            frames = phases.floor_frames(self.runtime, self.token, self.cwd, args.deltas)
+            between = lambda: floor_passes.extend(bench_floor.one_pass(frames) for _ in range(2))  # noqa: E731
+        say("1. throughput: firehose %d x %d per path" % (args.deltas, args.reps))
+        self.figures["throughput"] = phases.throughput(paths, self.runtime, args.deltas, args.reps, between)
+        if floor_passes:
+            self.figures["floor"] = bench_floor.summary(floor_passes, len(frames))
+            self.figures["floor"]["between_reps"] = True
+        pace_runs, first_runs = (2, 3) if args.quick else (PACE_RUNS, FIRST_RUNS)
+        say("2. added latency: %s x %d x %d per path" % (PACE, pace_runs, args.reps))
+        self.figures["latency"] = phases.latency(paths, PACE, pace_runs, args.reps)
+        say("3. first events: firehose 1 x %d x %d per path" % (first_runs, args.reps))
+        self.figures["first"] = phases.latency(paths, "firehose 1", first_runs, args.reps)
 
-        floor_passes: List[float] = []
-        if "streams" in args.only:
-            between = None
-            if "floor" in args.only:
-                # The floor is measured in the same minutes as the adapter, a pass before and after each rep,
-                # so that a noisy neighbour moves both alike.
-                frames = phases.floor_frames(self.runtime, self.token, self.cwd, args.deltas)
-                between = lambda: floor_passes.extend(bench_floor.one_pass(frames) for _ in range(2))  # noqa: E731
-            say("1. throughput: firehose %d x %d per path" % (args.deltas, args.reps))
-            self.figures["throughput"] = phases.throughput(paths, self.runtime, args.deltas, args.reps, between)
-            if floor_passes:
-                self.figures["floor"] = bench_floor.summary(floor_passes, len(frames))
-                self.figures["floor"]["between_reps"] = True
-            pace_runs, first_runs = (2, 3) if args.quick else (PACE_RUNS, FIRST_RUNS)
-            say("2. added latency: %s x %d x %d per path" % (PACE, pace_runs, args.reps))
-            self.figures["latency"] = phases.latency(paths, PACE, pace_runs, args.reps)
-            say("3. first events: firehose 1 x %d x %d per path" % (first_runs, args.reps))
-            self.figures["first"] = phases.latency(paths, "firehose 1", first_runs, args.reps)
-
+    def _concurrency(self, paths: List[Any], levels: List[int]) -> None:
+        args = self.args
         self.figures["concurrency"] = {}
-        levels = args.levels if "concurrency" in args.only else []
         targets = [p for p in paths if p.name != "relay"]
         for level in levels:
             idle = phases.idle_for(level, args.idle)
@@ -184,12 +198,6 @@ class Bench:
                         runs[-1]["crash"] = death
                         break  # the figures of a crashed process are not worth repeating
                 self.figures["concurrency"].setdefault(str(level), {})[path.name] = phases.merge_concurrency(runs)
-        if "floor" in args.only and not floor_passes:
-            say("6. floor: in-process decode + encode")
-            self.figures["floor"] = phases.floor(self.runtime, self.token, self.cwd, args.deltas, args.reps)
-        if "growth" in args.only:
-            self.figures["growth"] = self._growth()
-        return self.figures
 
     def _growth(self) -> Dict[str, Any]:
         import bench_growth as growth

@@ -19,7 +19,7 @@ import os
 import sys
 import threading
 import time
-from typing import Dict, List
+from typing import Any, Dict, List, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -91,6 +91,14 @@ def main(argv: List[str]) -> int:
             sub.queue.put_final(END)
         runner.join()
         server.stop()
+    _report(root, args, runner, names, (cpu0, beats0, wall0), (cpu1, beats1, wall1), since)
+    return 0
+
+
+def _report(root: str, args: Any, runner: Any, names: Dict[int, str], start: Tuple[Dict[int, float], int, float],
+            end: Tuple[Dict[int, float], int, float], since: int) -> None:
+    """Print the CPU per heartbeat by thread group and the lateness of the window between two samples."""
+    (cpu0, beats0, wall0), (cpu1, beats1, wall1) = start, end
     groups: Dict[str, float] = {}
     for tid, seconds in cpu1.items():
         key = group_of(names.get(tid, ""))
@@ -105,7 +113,6 @@ def main(argv: List[str]) -> int:
                                                        sorted(groups.items(), key=lambda kv: -kv[1])))
     if late:
         print("  lateness p99 / max ms: %.1f / %.1f" % (late[int(len(late) * 0.99)] * 1000, late[-1] * 1000))
-    return 0
 
 
 def _spin(stop: threading.Event) -> None:
