@@ -31,6 +31,7 @@ from bench_report import render  # noqa: E402
 
 PACE = "pace 20 5"      # 20 stamped deltas 5 ms apart, after the run has settled (bench_servers.py)
 PACE_RUNS = 4           # runs per repetition (quick: 2)
+DRAIN_SECONDS = 300     # how long a concurrency rep waits for the runtime to finish the previous one's streams
 PEER_HEARTBEAT = 15.0   # iac-code 0.16 agui writes ': heartbeat' after 15 s of silence (not configurable)
 # The adapter's heartbeat is short here (--heartbeat, 0.5 s) so a test of seconds sees many of them; its stall
 # timeout would follow it down to 1 s (2 heartbeats), a pairing no user has, and at 1,000 streams on 2 cores
@@ -192,7 +193,11 @@ class Bench:
                 runs = []
                 for _ in range(args.reps):
                     interval = {"adapter": args.heartbeat, "peer": PEER_HEARTBEAT}.get(path.name)
+                    left = procs.wait_drained(self.runtime, DRAIN_SECONDS)
+                    if left:
+                        say("   the runtime still runs %d requests after %d s" % (left, DRAIN_SECONDS))
                     runs.append(phases.concurrency(path, self.cwd, level, idle, interval))
+                    runs[-1]["runtime_busy_at_start"] = left
                     death = self._revive_if_dead(path)
                     if death:
                         runs[-1]["crash"] = death

@@ -216,6 +216,7 @@ def merge_concurrency(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
     merged["error_samples"] = sorted({s for r in runs for s in r["error_samples"]})[:3]
     merged["crash"] = next((r["crash"] for r in runs if r.get("crash")), None)
     merged["stall_closes"] = sum(r.get("stall_closes", 0) for r in runs)
+    merged["runtime_busy_at_start"] = max(r.get("runtime_busy_at_start", 0) for r in runs)
     for key in ("peak_rss_mb", "peak_threads", "heartbeat_late_max_ms", "stream_s_max"):
         values = [r[key] for r in runs if r[key] is not None]
         merged[key] = max(values) if values else None

@@ -214,3 +214,28 @@ def start_peer(template: str, runtime: Service, token: str, config_dir: str,
     argv = [part.format(port=port, a2a_url=runtime.url, token=token) for part in shlex.split(template)]
     env = child_env({"IAC_CODE_AGUI_A2A_TOKEN": token, "IAC_CODE_CONFIG_DIR": config_dir})
     return Service("peer", argv, "http://127.0.0.1:%d/" % port, env=env, log_dir=log_dir)
+
+
+
+def runtime_busy(runtime: "Service") -> Dict[str, int]:
+    """The bench runtime's own count of requests running, queued and of open connections."""
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(runtime.url.rstrip("/") + "/__bench/busy", timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def wait_drained(runtime: "Service", timeout: float) -> int:
+    """Wait until the runtime runs no request any more (at most ``timeout`` s); the count still running.
+
+    A row's streams must not start while the previous row's are still held by the runtime: a slow path
+    (the peer ends its 1,000 streams minutes after their silence) would otherwise hold the runtime's
+    threads and connections, and the next row's streams would wait for them, measuring the previous row."""
+    deadline = time.monotonic() + timeout
+    while True:
+        load = runtime_busy(runtime)
+        left = load["busy"] + load["queued"]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.5)

@@ -104,7 +104,7 @@ def _concurrency_rows(conc: Dict[str, Dict[str, Dict[str, Any]]], heartbeat: flo
                      {n: "%d/%d / %d" % (c["completed"], c["streams"] * c["reps"], c["errors"])
                       for n, c in per.items()},
                      "errors 0, heartbeats on time: %s; adapter stall-sweep closes %s%s" % (
-                         _verdict(ok), _num(ad.get("stall_closes")), _samples(per))))
+                         _verdict(ok), _num(ad.get("stall_closes")), _samples(per) + _busy(per))))
         rows.append(("  heartbeat lateness max / p99 ms", {n: _pair(c["heartbeat_late_max_ms"],
                                                                     c["heartbeat_late_p99_ms"], 1)
                                                            for n, c in per.items()},
@@ -132,6 +132,12 @@ def _concurrency_rows(conc: Dict[str, Dict[str, Dict[str, Any]]], heartbeat: flo
                      "bench client (one selector thread) CPU s: %s" % ", ".join(
                          "%s %s" % (n, _num(c.get("client_cpu_s"), 1)) for n, c in per.items())))
     return rows
+
+
+def _busy(per: Dict[str, Any]) -> str:
+    """Reps that started while the runtime still ran the previous row's requests (their figures are suspect)."""
+    busy = {n: c.get("runtime_busy_at_start") for n, c in per.items() if c.get("runtime_busy_at_start")}
+    return "".join("; %s started with %d runtime requests left" % kv for kv in busy.items())
 
 
 def _samples(per: Dict[str, Dict[str, Any]]) -> str:

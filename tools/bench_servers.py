@@ -6,6 +6,7 @@ baseline the adapter is compared with: the least a synchronous WSGI front on wai
 the body upstream with ``requests`` and copy the response bytes back as they arrive, without parsing them.
 """
 import argparse
+import json
 import os
 import signal
 import sys
@@ -17,6 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import requests  # noqa: E402
 from requests.adapters import HTTPAdapter  # noqa: E402
 
+BUSY_PATH = "/__bench/busy"   # the runtime's load, for the bench to wait on between rows
 _FORWARDED = (("HTTP_AUTHORIZATION", "Authorization"), ("HTTP_A2A_VERSION", "A2A-Version"),
               ("CONTENT_TYPE", "Content-Type"), ("HTTP_ACCEPT", "Accept"))
 
@@ -124,8 +126,22 @@ def _serve_runtime(port: int, token: str, threads: int, ping_interval: float) ->
 
     _install_paced_scenario()
     runtime = ScriptedRuntime(token, ping_interval=ping_interval)
-    server = create_server(runtime, host="127.0.0.1", port=port, threads=threads, connection_limit=threads + 64,
+    holder: List[Any] = []
+
+    def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        # The bench asks how busy the runtime still is before each concurrency row (threads running a
+        # request besides this one, requests queued for a thread, connections open).
+        if environ.get("PATH_INFO") == BUSY_PATH:
+            dispatcher = holder[0].task_dispatcher
+            body = json.dumps({"busy": dispatcher.active_count - 1, "queued": len(dispatcher.queue),
+                               "connections": len(holder[0].active_channels)}).encode()
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [body]
+        return runtime(environ, start_response)
+
+    server = create_server(app, host="127.0.0.1", port=port, threads=threads, connection_limit=threads + 64,
                            channel_request_lookahead=8, asyncore_use_poll=True, ident="iac-code-demo")
+    holder.append(server)
     threading.Thread(target=server.run, name="runtime-loop", daemon=True).start()
     print("http://127.0.0.1:%d/" % port, flush=True)
     _wait_for_sigterm()
