@@ -215,18 +215,21 @@ def _stages(raw: bytes, rpc_id: str, read_size: int, log_dir: str) -> Dict[str, 
             count += 1
         return count
 
-    def adapter() -> int:
+    def adapter(with_log: bool = True) -> int:
         proj = projector()
-        run_log = logs.create("bench-thread", proj.ctx.run_id, {"threadId": "bench-thread", "runId": proj.ctx.run_id})
+        run_log = logs.create("bench-thread", proj.ctx.run_id,
+                              {"threadId": "bench-thread", "runId": proj.ctx.run_id}) if with_log else None
         channel = RunChannel(max_buffer=1000, run_log=run_log)
         worker = RunWorker(client=None, projector=proj, channel=channel, recorder=_Recorder(),  # type: ignore
                            driver=lambda w: None, on_end=lambda w: None)
         worker.consume(stream)
         channel.close("success")
-        os.unlink(run_log.path)
+        if run_log is not None:
+            os.unlink(run_log.path)
         return channel.events_published
 
-    return {"floor": floor, "decode": decode, "decode+projection": project, "adapter in-process": adapter}
+    return {"floor": floor, "decode": decode, "decode+projection": project, "adapter in-process": adapter,
+            "  same, no run log": lambda: adapter(with_log=False)}
 
 
 def cpu_per_event(raw: bytes, rpc_id: str, passes: int, read_size: int) -> Dict[str, List[float]]:
