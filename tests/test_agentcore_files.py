@@ -150,4 +150,4 @@ def test_downloads_are_streamed_from_disk(tmp_path, workspace):
     assert sum(len(chunk) for chunk in body) == 3 * 1024 * 1024
     body.close()
     assert Client(app).get("/ag-ui/files/" + token).status_code == 200
-    app.client.close()
+    app.close(0)   # its housekeeping thread and state journal too, not only the upstream client

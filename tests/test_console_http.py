@@ -18,9 +18,21 @@ ASSETS = sorted(os.listdir(STATIC_DIR))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+_APPS = []
+
+
+@pytest.fixture(autouse=True)
+def _close_apps():
+    """Every app a test made is closed after it, so its housekeeping thread does not outlive the test."""
+    yield
+    while _APPS:
+        _APPS.pop().close(0)
+
+
 def client(tmp_path, **settings) -> Client:
     app = AguiApp(Settings(a2a_url="http://127.0.0.1:9/", state_dir=str(tmp_path / "state"),
                            allowed_cwds=(str(tmp_path),), **settings))
+    _APPS.append(app)
     return Client(app)
 
 
@@ -87,6 +99,7 @@ def test_cli_flag_and_environment_variable(tmp_path):
 
 def test_page_names_its_assets_under_the_mount_prefix(tmp_path):
     app = AguiApp(Settings(a2a_url="http://127.0.0.1:9/", state_dir=str(tmp_path / "state")))
+    _APPS.append(app)
     c = Client(DispatcherMiddleware(lambda e, s: [], {"/agui": app}))
     page = c.get("/agui/console")
     html = page.get_data(as_text=True)
