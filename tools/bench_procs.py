@@ -216,14 +216,13 @@ def start_peer(template: str, runtime: Service, token: str, config_dir: str,
     return Service("peer", argv, "http://127.0.0.1:%d/" % port, env=env, log_dir=log_dir)
 
 
-
 def runtime_busy(runtime: "Service") -> Dict[str, int]:
-    """The bench runtime's own count of requests running, queued and of open connections."""
-    import json
-    import urllib.request
+    """The bench runtime's own count of requests running and of requests queued for a thread."""
+    from bench_servers import BUSY_PATH
 
-    with urllib.request.urlopen(runtime.url.rstrip("/") + "/__bench/busy", timeout=5) as resp:
-        return json.loads(resp.read())
+    with requests.Session() as session:
+        session.trust_env = False     # loopback: never through a proxy from the environment
+        return session.get(runtime.url.rstrip("/") + BUSY_PATH, timeout=5).json()
 
 
 def wait_drained(runtime: "Service", timeout: float) -> int:

@@ -130,11 +130,10 @@ def _serve_runtime(port: int, token: str, threads: int, ping_interval: float) ->
 
     def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         # The bench asks how busy the runtime still is before each concurrency row (threads running a
-        # request besides this one, requests queued for a thread, connections open).
+        # request besides this one, requests queued for a thread).
         if environ.get("PATH_INFO") == BUSY_PATH:
             dispatcher = holder[0].task_dispatcher
-            body = json.dumps({"busy": dispatcher.active_count - 1, "queued": len(dispatcher.queue),
-                               "connections": len(holder[0].active_channels)}).encode()
+            body = json.dumps({"busy": dispatcher.active_count - 1, "queued": len(dispatcher.queue)}).encode()
             start_response("200 OK", [("Content-Type", "application/json")])
             return [body]
         return runtime(environ, start_response)
