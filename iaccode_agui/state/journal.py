@@ -10,7 +10,9 @@ journal whatever thread file the crash lost or emptied.
 
 - Group commit: writers append under one mutex and then wait for a sync; the first waiter becomes the
   leader and syncs everything appended so far, the others wait for it, so N concurrent writers share one
-  ``fdatasync``.
+  ``fdatasync``.  Each waiter sleeps on its own gate and is woken once, when a sync covers its record (or
+  to lead the next sync): with one condition for all, every sync and every finished file write woke all
+  of them, and a thousand runs starting at once spent ~10 ms of CPU each fighting over the mutex.
 - Two segments alternate.  When the active one passes ``CHECKPOINT_BYTES`` or has held records for
   ``CHECKPOINT_SECONDS``, a background thread swaps them, fsyncs every thread file the old segment names and
   the directory once, then rewrites the old segment's header in place (durably, so a checkpointed record
@@ -31,102 +33,24 @@ journal whatever thread file the crash lost or emptied.
 import contextlib
 import errno
 import fcntl
-import json
 import os
 import secrets
 import stat
-import struct
 import threading
 import time
-import zlib
-from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from iaccode_agui.state.files import FILE_MODE, fsync_dir, fsync_path, make_private_dirs, write_all
 from iaccode_agui.state.flocks import close_quietly
+# The format's names are the journal's too: recovery, the prune tool and the tests read them from here.
+from iaccode_agui.state.journal_format import (CANCEL, DELETE, HEADER, HEADER_BYTES, LOCK_SUFFIX,  # noqa: F401
+                                               MAX_RECORD_BYTES, PUT, SEGMENTS, MentionScan, boot_id,
+                                               decode, encode, header_record, journal_owners, read_segment)
 
 CHECKPOINT_BYTES = 1 << 20
 PREALLOC_STEP = 256 << 10   # a segment is written full of zeros this much at a time, ahead of its records
-HEADER_BYTES = 512          # a segment's header is rewritten in place, so it has a fixed size
 CHECKPOINT_SECONDS = 1.0
 HARD_SEGMENT_BYTES = 4 * CHECKPOINT_BYTES
-SEGMENTS = (".0.wal", ".1.wal")
-LOCK_SUFFIX = ".lock"
-_HEAD = struct.Struct(">II")  # body length, CRC-32 of the body
-MAX_RECORD_BYTES = 16 << 20  # larger than any thread document plus its record header
-
-PUT = "put"
-DELETE = "del"
-CANCEL = "cancel"
-HEADER = "head"
-
-
-def boot_id() -> str:
-    """This boot's identity; a journal written in another boot has lived through an OS crash or a reboot."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
-            return handle.read().strip()
-    except OSError:
-        return "unknown"
-
-
-def encode(meta: Dict[str, Any], payload: bytes = b"") -> bytes:
-    """One record: length, CRC-32, then a JSON header line and the raw document bytes."""
-    body = json.dumps(meta, separators=(",", ":"), sort_keys=True).encode("utf-8") + b"\n" + payload
-    return _HEAD.pack(len(body), zlib.crc32(body)) + body
-
-
-def decode(data: bytes) -> Iterator[Tuple[Dict[str, Any], bytes]]:
-    """Every whole record in ``data``; stops at the first torn or corrupt one (the tail a crash left)."""
-    offset = 0
-    while offset + _HEAD.size <= len(data):
-        length, crc = _HEAD.unpack_from(data, offset)
-        body = data[offset + _HEAD.size:offset + _HEAD.size + length]
-        if length > MAX_RECORD_BYTES or len(body) != length or zlib.crc32(body) != crc:
-            return
-        head, _, payload = body.partition(b"\n")
-        try:
-            meta = json.loads(head.decode("utf-8"))
-        except ValueError:
-            return
-        if not isinstance(meta, dict):
-            return
-        yield meta, payload
-        offset += _HEAD.size + length
-
-
-def header_record(meta: Dict[str, Any]) -> bytes:
-    """A header padded to ``HEADER_BYTES``, so that rewriting it never moves the records behind it."""
-    bare = encode(meta, b"")
-    return encode(meta, b" " * (HEADER_BYTES - len(bare)))
-
-
-def read_segment(path: str) -> Tuple[Optional[Dict[str, Any]], List[Tuple[Dict[str, Any], bytes]]]:
-    """A segment's header and its current records; a missing, special or headerless file reads as empty.
-
-    A recycled segment still holds older records past its new ones.  They are told apart by their
-    sequence numbers, which only grow during a journal's life: the current records start at the header's
-    ``first`` and each is above the one before, so reading stops at the first record that is not.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        return None, []
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return None, []
-        records = list(decode(handle.read()))
-    if not records or records[0][0].get("k") != HEADER:
-        return None, []
-    header, current = records[0][0], []
-    last = header.get("first", 0)
-    last = last - 1 if type(last) is int else 0
-    for meta, payload in records[1:]:
-        seq = meta.get("q")
-        if type(seq) is not int or seq <= last:
-            break
-        current.append((meta, payload))
-        last = seq
-    return header, current
 
 
 class _Segment:
@@ -168,7 +92,10 @@ class Journal:
         self.threads_dir = threads_dir
         self.owner_id = ""
         self._pid = os.getpid()
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        # For the rare waits (checkpoint, close, a segment's writers finishing); sync waiters use gates.
+        self._cond = threading.Condition(self._lock)
+        self._sync_waiters: List[Tuple[int, Any]] = []   # (sequence number awaited, its gate), oldest first
         self._lock_fd: Optional[int] = None
         self._active: Optional[_Segment] = None
         self._standby: Optional[_Segment] = None
@@ -236,31 +163,63 @@ class Journal:
             if self._broken is not None:
                 raise OSError(errno.EIO, "the state journal could not be synced: %s" % self._broken)
             if self._syncing:
-                self._cond.wait()
+                self._sleep_until_woken(seq)
                 continue
             self._syncing = True
             upto, fd = self._appended, self._active.fd  # type: ignore[union-attr]
             failure: Optional[OSError] = None
-            self._cond.release()
+            self._lock.release()
             try:
                 os.fdatasync(fd)
             except OSError as exc:
                 failure = exc
             finally:
-                self._cond.acquire()
+                self._lock.acquire()
                 self._syncing = False
-                self._cond.notify_all()
+                if failure is not None:
+                    self._broken = failure
+                else:
+                    self._synced = max(self._synced, upto)
+                self._wake_sync_waiters()
             if failure is not None:
-                self._broken = failure
                 raise failure
-            self._synced = max(self._synced, upto)
+
+    def _sleep_until_woken(self, seq: int) -> None:
+        """Wait (the mutex let go of) until a sync covers ``seq`` or this thread is asked to lead one."""
+        gate = threading.Lock()
+        gate.acquire()
+        self._sync_waiters.append((seq, gate))
+        self._lock.release()
+        try:
+            gate.acquire()
+        finally:
+            self._lock.acquire()
+
+    def _wake_sync_waiters(self) -> None:
+        """Wake every waiter whose record is now durable (all of them if the journal broke), and the oldest
+        of the rest to lead the next sync: their records were appended before they slept, so that one
+        sync covers every one of them.  Called with the mutex held, whenever ``_synced`` moves."""
+        waiting = self._sync_waiters
+        if not waiting:
+            return
+        if self._broken is not None:
+            done, rest = waiting, []
+        else:
+            done = [w for w in waiting if w[0] <= self._synced]
+            rest = [w for w in waiting if w[0] > self._synced]
+        if rest and not self._syncing:
+            done.append(rest.pop(0))
+        self._sync_waiters = rest
+        for _, gate in done:
+            gate.release()
 
     def _finish(self, segment: _Segment, path: Optional[str]) -> None:
         with self._cond:
             if path is not None:
                 segment.dirty.add(path)
             segment.inflight -= 1
-            self._cond.notify_all()
+            if not segment.inflight:   # only a checkpoint or a close waits for this, and only for zero
+                self._cond.notify_all()
 
     # -- opening and closing --
 
@@ -351,6 +310,7 @@ class Journal:
         close_quietly(self._lock_fd)
         self._lock_fd = self._active = self._standby = None
         self._synced = self._appended
+        self._wake_sync_waiters()
 
     # -- checkpoints --
 
@@ -371,6 +331,7 @@ class Journal:
                     self._broken = exc
                     self._checkpointing = False
                     self._cond.notify_all()
+                    self._wake_sync_waiters()
                 continue
             with self._cond:
                 old.size, old.dirty, old.first_record_at = HEADER_BYTES, set(), None
@@ -392,8 +353,10 @@ class Journal:
             os.fdatasync(active.fd)
         except OSError as exc:
             self._broken = exc
+            self._wake_sync_waiters()
             return None if self._closed else self._next_checkpoint()
         self._synced = self._appended
+        self._wake_sync_waiters()
         active.header = dict(active.header, first=self._appended + 1)
         self._checkpointing = True
         self._active, self._standby = self._standby, active
@@ -443,51 +406,3 @@ def require_real_dir(directory: str) -> None:
     """Refuse a journal directory that is a symlink or not a directory, as the store refuses its own."""
     if not stat.S_ISDIR(os.lstat(directory).st_mode):
         raise OSError(errno.ENOTDIR, "the journal directory is not a real directory", directory)
-
-
-def journal_owners(directory: str) -> List[str]:
-    """Every owner id with a file in the journal directory."""
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
-    owners = set()
-    for name in names:
-        for suffix in SEGMENTS + (LOCK_SUFFIX,):
-            if name.endswith(suffix) and not name.startswith("."):
-                owners.add(name[:-len(suffix)])
-    return sorted(owners)
-
-
-class MentionScan:
-    """Which thread stems any journal in the directory (live or orphaned) still holds records for.
-
-    The prune tool asks this under a thread's locks before removing it: a removed file that a journal
-    still names would be restored by that journal's recovery after a power loss.  Segments are re-read
-    only when their size or identity changed since the last look.
-    """
-
-    def __init__(self, directory: str):
-        self.directory = directory
-        self._cache: Dict[str, Tuple[Tuple[int, int, int], Set[str]]] = {}
-
-    def mentions(self, stem: str) -> bool:
-        for owner in journal_owners(self.directory):
-            for suffix in SEGMENTS:
-                if stem in self._stems(os.path.join(self.directory, owner + suffix)):
-                    return True
-        return False
-
-    def _stems(self, path: str) -> Set[str]:
-        try:
-            info = os.lstat(path)
-        except FileNotFoundError:
-            self._cache.pop(path, None)
-            return set()
-        key = (info.st_ino, info.st_size, info.st_mtime_ns)
-        cached = self._cache.get(path)
-        if cached is None or cached[0] != key:
-            _, records = read_segment(path)
-            cached = (key, {str(meta.get("s")) for meta, _ in records if meta.get("k") in (PUT, DELETE)})
-            self._cache[path] = cached
-        return cached[1]

@@ -1,0 +1,167 @@
+"""The journal's group commit under many writers: each waiter is woken for its own sync, not for everyone's.
+
+A burst of runs starting at once means hundreds of threads waiting for one ``fdatasync``.  When they all
+slept on one condition, every sync and every finished thread-file write woke all of them to fight over the
+journal's mutex: the work grew with the square of the burst.  These tests hold the disk still (a gated
+``fdatasync``) so the waiters pile up, then count what the journal does.
+"""
+import os
+import threading
+import time
+from typing import Callable, List, Tuple
+
+import pytest
+
+from iaccode_agui.state import journal as wal
+
+WRITERS = 40
+
+
+class CountingLock:
+    """A mutex that counts how often it is taken: each wake-up of a sleeping writer takes it once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.taken = 0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        got = self._lock.acquire(blocking, timeout)
+        if got:
+            self.taken += 1
+        return got
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class GatedDisk:
+    """``os.fdatasync`` stand-in: the first call waits for ``open_gate``; ``fail`` makes calls raise."""
+
+    def __init__(self, real: Callable[[int], None]) -> None:
+        self.real = real
+        self.calls = 0
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.fail = False
+
+    def __call__(self, fd: int) -> None:
+        self.calls += 1
+        if self.calls == 1:
+            self.entered.set()
+            assert self.gate.wait(30)
+        if self.fail:
+            raise OSError(5, "injected I/O error")
+        self.real(fd)
+
+
+@pytest.fixture
+def journal(tmp_path, monkeypatch):
+    monkeypatch.setattr(wal, "CHECKPOINT_SECONDS", 3600.0)   # no checkpoint sync in the middle of a count
+    (tmp_path / "threads").mkdir()
+    made = wal.Journal(str(tmp_path / "journal"), str(tmp_path / "threads"))
+    counting = CountingLock()
+    made._lock = counting
+    made._cond = threading.Condition(counting)
+    yield made, counting
+    made.close()
+
+
+def _record(index: int) -> dict:
+    return {"k": wal.PUT, "s": "t-%d" % index, "r": 1}
+
+
+def _start_writers(journal: wal.Journal, count: int, errors: List[BaseException]) -> List[threading.Thread]:
+    def write(index: int) -> None:
+        try:
+            journal.commit(_record(index), b"{}").finish(None)
+        except BaseException as exc:   # collected: the test says which writers failed and how
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(i,), daemon=True) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def _wait_appended(journal: wal.Journal, count: int) -> None:
+    deadline = time.monotonic() + 20
+    while journal._appended < count and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert journal._appended >= count
+    time.sleep(0.1)   # the last writers reach their wait
+
+
+def _hold_the_disk(journal: wal.Journal, monkeypatch, unfinished: int = 0) -> Tuple[GatedDisk, List[wal.Ticket]]:
+    """Gate the disk; before that, open the segments and make ``unfinished`` records whose writers have
+    not reported their file yet (a thread file still being replaced)."""
+    disk = GatedDisk(os.fdatasync)
+    journal.commit(_record(-1), b"{}").finish(None)
+    tickets = [journal.commit(_record(1000 + i), b"{}") for i in range(unfinished)]
+    monkeypatch.setattr(os, "fdatasync", disk)
+    return disk, tickets
+
+
+def test_waiters_are_not_woken_by_each_others_file_writes(journal, monkeypatch):
+    journal, mutex = journal
+    disk, unfinished = _hold_the_disk(journal, monkeypatch, WRITERS - 1)
+    leader_errors: List[BaseException] = []
+    leader = _start_writers(journal, 1, leader_errors)
+    assert disk.entered.wait(10)          # the leader is inside the gated sync, the mutex let go of
+    errors: List[BaseException] = []
+    before = mutex.taken
+    writers = _start_writers(journal, WRITERS, errors)
+    _wait_appended(journal, 1 + (WRITERS - 1) + 1 + WRITERS)
+    for ticket in unfinished:             # other writers' thread files land, one by one, while these wait
+        ticket.finish("/nowhere/t")
+        time.sleep(0.005)
+    disk.gate.set()
+    for thread in leader + writers:
+        thread.join(20)
+    assert not errors and not leader_errors
+    assert not any(thread.is_alive() for thread in leader + writers)
+    # Each writer takes the mutex to append, once when it goes to sleep and once per wake-up; a few more
+    # for the sync it may lead.  One condition for all made this about WRITERS x (WRITERS + 2).
+    taken = mutex.taken - before
+    assert taken <= 6 * WRITERS + len(unfinished), taken
+
+
+def test_writers_that_arrive_during_a_sync_share_the_next_one(journal, monkeypatch):
+    journal, _ = journal
+    disk, _ = _hold_the_disk(journal, monkeypatch)
+    errors: List[BaseException] = []
+    leader = _start_writers(journal, 1, errors)
+    assert disk.entered.wait(10)
+    writers = _start_writers(journal, WRITERS, errors)
+    _wait_appended(journal, 2 + WRITERS)
+    disk.gate.set()
+    for thread in leader + writers:
+        thread.join(20)
+    assert not errors and not any(thread.is_alive() for thread in leader + writers)
+    assert disk.calls == 2                # the leader's, then one handed to a waiter, covering them all
+    assert journal._synced == journal._appended
+
+
+def test_a_failed_sync_fails_every_waiting_writer(journal, monkeypatch):
+    journal, _ = journal
+    disk, _ = _hold_the_disk(journal, monkeypatch)
+    disk.fail = True
+    errors: List[BaseException] = []
+    leader = _start_writers(journal, 1, errors)
+    assert disk.entered.wait(10)
+    writers = _start_writers(journal, WRITERS, errors)
+    _wait_appended(journal, 2 + WRITERS)
+    disk.gate.set()
+    for thread in leader + writers:
+        thread.join(20)
+    assert not any(thread.is_alive() for thread in leader + writers), "a writer still waits for a failed sync"
+    assert len(errors) == 1 + WRITERS and all(isinstance(e, OSError) for e in errors)
+    monkeypatch.setattr(os, "fdatasync", disk.real)
+    journal.commit(_record(5000), b"{}").finish(None)   # the next write resets the journal and works
