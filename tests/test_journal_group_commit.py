@@ -6,6 +6,7 @@ journal's mutex: the work grew with the square of the burst.  These tests hold t
 ``fdatasync``) so the waiters pile up, then count what the journal does.
 """
 import os
+import signal
 import threading
 import time
 from typing import Callable, List, Tuple
@@ -71,7 +72,10 @@ def journal(tmp_path, monkeypatch):
     made._lock = counting
     made._cond = threading.Condition(counting)
     yield made, counting
-    made.close()
+    closer = threading.Thread(target=made.close, daemon=True)   # a stranded writer would hold it for ever
+    closer.start()
+    closer.join(10)
+    assert not closer.is_alive(), "close() still waits for a writer"
 
 
 def _record(index: int) -> dict:
@@ -165,3 +169,151 @@ def test_a_failed_sync_fails_every_waiting_writer(journal, monkeypatch):
     assert len(errors) == 1 + WRITERS and all(isinstance(e, OSError) for e in errors)
     monkeypatch.setattr(os, "fdatasync", disk.real)
     journal.commit(_record(5000), b"{}").finish(None)   # the next write resets the journal and works
+
+
+# --- exception paths -------------------------------------------------------------------------------------
+
+class Interrupted(Exception):
+    """What a signal handler raises in the test (KeyboardInterrupt itself would stop pytest)."""
+
+
+def test_a_writer_interrupted_in_its_sleep_strands_nobody(journal, monkeypatch):
+    """The interrupted writer's gate must leave the waiters, or the next lead role would go to it and the
+    writers behind it would wait for a sync nobody runs (and a close would wait for them for ever)."""
+    journal, _ = journal
+    disk, _ = _hold_the_disk(journal, monkeypatch)
+    errors: List[BaseException] = []
+    leader = _start_writers(journal, 1, errors)
+    assert disk.entered.wait(10)
+    main = threading.get_ident()
+
+    def interrupt() -> None:
+        _wait_appended(journal, 3)            # the main thread asleep behind the held sync
+        later.extend(_start_writers(journal, 1, errors))
+        _wait_appended(journal, 4)
+        signal.pthread_kill(main, signal.SIGUSR1)
+
+    def on_signal(signum, frame):
+        raise Interrupted()
+
+    later: List[threading.Thread] = []
+    previous = signal.signal(signal.SIGUSR1, on_signal)
+    try:
+        threading.Thread(target=interrupt, daemon=True).start()
+        with pytest.raises(Interrupted):
+            journal.commit(_record(99), b"{}")
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    disk.gate.set()
+    for thread in leader + later:
+        thread.join(10)
+    assert not errors and not any(thread.is_alive() for thread in leader + later), "a writer was stranded"
+    closer = threading.Thread(target=journal.close, daemon=True)
+    closer.start()
+    closer.join(10)
+    assert not closer.is_alive(), "close() waits for a writer that will never finish"
+
+
+def test_an_interrupted_sync_makes_nothing_durable(journal, monkeypatch):
+    """A leader whose sync ends by an exception other than an I/O error has synced nothing: the writers
+    behind it must wait for a sync that completes, never return as durable on the strength of that one."""
+    journal, _ = journal
+    covered = [journal._appended]              # the highest record a completed fdatasync covers
+    calls = [0]
+    gate, entered = threading.Event(), threading.Event()
+    real = os.fdatasync
+
+    def disk(fd: int) -> None:
+        calls[0] += 1
+        upto = journal._appended
+        if calls[0] == 1:
+            entered.set()
+            assert gate.wait(30)
+        if calls[0] == 2:
+            raise Interrupted()
+        real(fd)
+        covered[0] = max(covered[0], upto)
+
+    journal.commit(_record(-1), b"{}").finish(None)
+    covered[0] = journal._appended
+    monkeypatch.setattr(os, "fdatasync", disk)
+    returned: List[int] = []
+
+    def write(index: int) -> None:
+        try:
+            ticket = journal.commit(_record(index), b"{}")
+        except Interrupted:
+            return
+        returned.append(ticket._seq)
+        ticket.finish(None)
+
+    threads = [threading.Thread(target=write, args=(0,), daemon=True)]
+    threads[0].start()
+    assert entered.wait(10)
+    threads += [threading.Thread(target=write, args=(i,), daemon=True) for i in range(1, 8)]
+    for thread in threads[1:]:
+        thread.start()
+    _wait_appended(journal, 9)
+    gate.set()
+    for thread in threads:
+        thread.join(10)
+    assert not any(thread.is_alive() for thread in threads)
+    assert calls[0] >= 3 and len(returned) == 7      # one writer got the interruption, the rest a real sync
+    assert max(returned) <= covered[0], (returned, covered[0])
+
+
+def test_a_close_while_a_writer_waits_at_the_hard_size_leaves_it_a_usable_journal(tmp_path, monkeypatch):
+    """A writer held back at the hard segment size while a checkpoint runs may find the journal closed
+    when it wakes: it opens a fresh one (as any write after a close does) instead of failing."""
+    monkeypatch.setattr(wal, "CHECKPOINT_BYTES", 4096)
+    monkeypatch.setattr(wal, "HARD_SEGMENT_BYTES", 8192)
+    monkeypatch.setattr(wal, "CHECKPOINT_SECONDS", 3600.0)
+    (tmp_path / "threads").mkdir()
+    journal = wal.Journal(str(tmp_path / "journal"), str(tmp_path / "threads"))
+    held, entered = threading.Event(), threading.Event()
+    real_fsync_dir = wal.fsync_dir
+
+    class LateWriter(CountingLock):
+        """The writer takes the mutex back late once the checkpoint ends, so the close gets it first."""
+
+        def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+            if threading.current_thread().name == "late-writer" and held.is_set():
+                time.sleep(0.05)
+            return super().acquire(blocking, timeout)
+
+        __enter__ = acquire
+
+    journal._lock = LateWriter()
+    journal._cond = threading.Condition(journal._lock)
+
+    def slow_fsync_dir(directory: str) -> None:
+        if threading.current_thread().name == "state-journal" and not held.is_set():
+            entered.set()
+            assert held.wait(30)
+        real_fsync_dir(directory)
+
+    monkeypatch.setattr(wal, "fsync_dir", slow_fsync_dir)
+    while not entered.is_set():                # past CHECKPOINT_BYTES: a checkpoint starts and is held
+        journal.commit(_record(1), b"x" * 500).finish(None)
+        time.sleep(0.001)
+    while journal._active.size < wal.HARD_SEGMENT_BYTES:
+        journal.commit(_record(2), b"x" * 500).finish(None)
+    closer = threading.Thread(target=journal.close, daemon=True)
+    closer.start()                             # waits for the checkpoint
+    errors: List[BaseException] = []
+
+    def write() -> None:
+        try:
+            journal.commit(_record(3), b"{}").finish(None)
+        except BaseException as exc:
+            errors.append(exc)
+
+    writer = [threading.Thread(target=write, name="late-writer", daemon=True)]
+    writer[0].start()
+    time.sleep(0.2)                            # the writer waits at the hard size
+    held.set()
+    closer.join(10)
+    writer[0].join(10)
+    assert not closer.is_alive() and not writer[0].is_alive()
+    assert not errors, errors
+    journal.close()

@@ -123,22 +123,12 @@ class Journal:
                 if track:
                     segment.inflight -= 1
                     self._cond.notify_all()
+                self._wake_sync_waiters()   # a lead role this writer was handed is passed on
                 raise
         return Ticket(self, segment, seq, str(meta.get("s", "")))
 
     def _append(self, meta: Dict[str, Any], payload: bytes, writer: bool) -> Tuple[_Segment, int]:
-        if self._broken is not None:
-            if not writer:  # a cancel: the reset would wait for the cancelling writer itself
-                raise OSError(errno.EIO, "the state journal could not be synced: %s" % self._broken)
-            self._reset_locked()
-        if self._active is None:
-            self._open_locked()
-        # A cancel skips the wait: its writer still holds the old segment the checkpoint is waiting for.
-        while writer and self._checkpointing and self._active is not None \
-                and self._active.size >= HARD_SEGMENT_BYTES:
-            self._cond.wait()
-        segment = self._active
-        assert segment is not None
+        segment = self._segment_for_append(writer)
         self._appended += 1
         meta = dict(meta, q=self._appended)
         record = encode(meta, payload)
@@ -158,6 +148,24 @@ class Journal:
             self._cond.notify_all()
         return segment, self._appended
 
+    def _segment_for_append(self, writer: bool) -> _Segment:
+        """The active segment, once the journal is usable and (for a writer) not at its hard size while a
+        checkpoint runs.  Everything is looked at again after a wait: a close or a failed sync may have
+        happened meanwhile."""
+        while True:
+            if self._broken is not None:
+                if not writer:  # a cancel: the reset would wait for the cancelling writer itself
+                    raise OSError(errno.EIO, "the state journal could not be synced: %s" % self._broken)
+                self._reset_locked()
+            if self._active is None:
+                self._open_locked()
+            segment = self._active
+            assert segment is not None
+            # A cancel skips the wait: its writer still holds the old segment the checkpoint is waiting for.
+            if not (writer and self._checkpointing and segment.size >= HARD_SEGMENT_BYTES):
+                return segment
+            self._cond.wait()
+
     def _wait_synced(self, seq: int) -> None:
         while self._synced < seq:
             if self._broken is not None:
@@ -168,9 +176,11 @@ class Journal:
             self._syncing = True
             upto, fd = self._appended, self._active.fd  # type: ignore[union-attr]
             failure: Optional[OSError] = None
+            synced = False   # stays False when something else (an interrupt) ends the call: nothing is durable
             self._lock.release()
             try:
                 os.fdatasync(fd)
+                synced = True
             except OSError as exc:
                 failure = exc
             finally:
@@ -178,7 +188,7 @@ class Journal:
                 self._syncing = False
                 if failure is not None:
                     self._broken = failure
-                else:
+                elif synced:
                     self._synced = max(self._synced, upto)
                 self._wake_sync_waiters()
             if failure is not None:
@@ -188,12 +198,16 @@ class Journal:
         """Wait (the mutex let go of) until a sync covers ``seq`` or this thread is asked to lead one."""
         gate = threading.Lock()
         gate.acquire()
-        self._sync_waiters.append((seq, gate))
+        entry = (seq, gate)
+        self._sync_waiters.append(entry)
         self._lock.release()
         try:
             gate.acquire()
-        finally:
+        except BaseException:   # interrupted while asleep: no wake-up may be handed to this entry any more
             self._lock.acquire()
+            self._sync_waiters = [waiter for waiter in self._sync_waiters if waiter is not entry]
+            raise
+        self._lock.acquire()
 
     def _wake_sync_waiters(self) -> None:
         """Wake every waiter whose record is now durable (all of them if the journal broke), and the oldest
