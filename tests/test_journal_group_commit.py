@@ -317,3 +317,30 @@ def test_a_close_while_a_writer_waits_at_the_hard_size_leaves_it_a_usable_journa
     assert not closer.is_alive() and not writer[0].is_alive()
     assert not errors, errors
     journal.close()
+
+
+def test_a_journal_reopened_while_its_old_checkpoint_thread_ends_gets_a_new_one(tmp_path, monkeypatch):
+    """A write right after a close reopens the journal; the old checkpoint thread may not have ended yet.
+    The reopened journal must still be checkpointed (else its segment only ever grows)."""
+    monkeypatch.setattr(wal, "CHECKPOINT_SECONDS", 0.05)
+    original = wal.Journal._checkpoint_loop
+    ending = threading.Event()
+
+    def slow_to_end(self: wal.Journal) -> None:
+        original(self)
+        ending.set()
+        time.sleep(0.5)          # the thread has decided to stop but is still alive
+
+    monkeypatch.setattr(wal.Journal, "_checkpoint_loop", slow_to_end)
+    (tmp_path / "threads").mkdir()
+    journal = wal.Journal(str(tmp_path / "journal"), str(tmp_path / "threads"))
+    journal.commit(_record(1), b"{}").finish(None)
+    journal.close()
+    assert ending.wait(10)
+    journal.commit(_record(2), b"{}").finish(None)   # reopens while the old thread is still alive
+    deadline = time.monotonic() + 5
+    while journal._active is not None and journal._active.first_record_at is not None \
+            and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert journal._active.first_record_at is None, "the reopened journal is never checkpointed"
+    journal.close()

@@ -333,6 +333,10 @@ class Journal:
             with self._cond:
                 old = self._next_checkpoint()
                 if old is None:
+                    # Said under the mutex: a journal reopened from now on starts a new checkpoint thread
+                    # (this one, though still alive for a moment, will not look at it again).
+                    if self._worker is threading.current_thread():
+                        self._worker = None
                     return
             try:
                 for path in sorted(old.dirty):
