@@ -232,25 +232,36 @@ def test_state_file_holds_no_secrets(adapter):
         assert secret not in content
 
 
-@pytest.mark.parametrize("status,body,code", [
-    ("409 Conflict", {"error": {"code": "SESSION_BACKUP_NOT_READY", "retryable": True}}, "SESSION_BACKUP_NOT_READY"),
-    ("404 Not Found", {"error": "A2A session not found"}, "EXECUTION_LOST"),
-])
-def test_session_restore_failures_keep_the_interrupt(adapter, demo, monkeypatch, status, body, code):
-    interrupt = interrupt_of(adapter.run(adapter.body("write", thread="sr", ros="inv")))
-
-    def not_ready(environ, start_response):
+def _answer_restore_with(demo, monkeypatch, status, body):
+    def answer(environ, start_response):
         start_response(status, [("Content-Type", "application/json")])
         return [json.dumps(body).encode()]
-    monkeypatch.setitem(demo.runtime._routes["/iac-code/session/ensure-restored"], "POST", not_ready)
+    monkeypatch.setitem(demo.runtime._routes["/iac-code/session/ensure-restored"], "POST", answer)
+
+
+def test_a_session_backup_not_ready_keeps_the_interrupt(adapter, demo, monkeypatch):
+    interrupt = interrupt_of(adapter.run(adapter.body("write", thread="sr", ros="inv")))
+    _answer_restore_with(demo, monkeypatch, "409 Conflict",
+                         {"error": {"code": "SESSION_BACKUP_NOT_READY", "retryable": True}})
     events = adapter.run(adapter.body(None, thread="sr", ros="inv", resume=allow(interrupt["id"])))
-    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == code
-    if code == "SESSION_BACKUP_NOT_READY":
-        assert events[-1]["message"] == "The iac-code session backup is not ready yet. Retry after 3 seconds."
-    else:
-        assert events[-1]["message"] == "The iac-code session to resume is unavailable."
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "SESSION_BACKUP_NOT_READY"
+    assert events[-1]["message"] == "The iac-code session backup is not ready yet. Retry after 3 seconds."
     assert not any(method == "GetTask" for method, _ in demo.runtime.requests_log)
     assert demo.runtime.tool_executions == []
     monkeypatch.undo()
     done = adapter.run(adapter.body(None, thread="sr", ros="inv", resume=allow(interrupt["id"])))
     assert done[-1]["outcome"] == {"type": "success"} and len(demo.runtime.tool_executions) == 1
+
+
+def test_a_session_the_runtime_no_longer_has_settles_the_thread(adapter, demo, monkeypatch):
+    """A 404 from ensure-restored is the runtime saying the session is gone: no dead end behind it."""
+    interrupt = interrupt_of(adapter.run(adapter.body("write", thread="sr2", ros="inv")))
+    _answer_restore_with(demo, monkeypatch, "404 Not Found", {"error": "A2A session not found"})
+    events = adapter.run(adapter.body(None, thread="sr2", ros="inv", resume=allow(interrupt["id"])))
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "CONVERSATION_LOST"
+    assert not any(method == "GetTask" for method, _ in demo.runtime.requests_log)
+    assert demo.runtime.tool_executions == []
+    assert not adapter.app.store.load("sr2").execution.pending
+    monkeypatch.undo()
+    follow = adapter.post(adapter.body("a new turn", thread="sr2", ros="inv"))
+    assert follow.status_code == 200, follow.text

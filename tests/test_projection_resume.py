@@ -119,11 +119,27 @@ def test_answers_to_expired_interrupts_are_execution_expired():
 
 # ---- 2-3. restore and snapshot --------------------------------------------------------------------------
 @pytest.mark.parametrize("restored, code", [(Upstream.BACKUP_NOT_READY, "SESSION_BACKUP_NOT_READY"),
-                                            (Upstream.SESSION_LOST, "EXECUTION_LOST"),
                                             (Upstream.UNAVAILABLE, "A2A_UNAVAILABLE")])
 def test_session_restore_failures_send_nothing(restored, code):
     commands = walk(make(pending_of(permission("p-1")), allow("p-1")), [restored])
     assert kinds(commands) == ["RestoreSession", "Emit", "Finished"] and last_event(commands)["code"] == code
+
+
+@pytest.mark.parametrize("answers", [[Upstream.SESSION_LOST], [Upstream.OK, Upstream.TASK_NOT_FOUND]])
+def test_a_runtime_that_forgot_the_conversation_settles_the_thread(answers):
+    """The runtime said so: the execution is released (pending cleared) and the run says what to do."""
+    commands = walk(make(pending_of(permission("p-1")), allow("p-1")), answers + [None])
+    assert kinds(commands)[-3:] == ["ReleaseExecution", "Emit", "Finished"]
+    assert last_event(commands)["code"] == "CONVERSATION_LOST"
+    assert not any(isinstance(command, SendAnswer) for command in commands)
+
+
+@pytest.mark.parametrize("answers", [[Upstream.UNAVAILABLE], [Upstream.OK, Upstream.UNAVAILABLE],
+                                     [Upstream.OK, Upstream.REFUSED]])
+def test_a_transient_or_unexplained_failure_settles_nothing(answers):
+    commands = walk(make(pending_of(permission("p-1")), allow("p-1")), answers)
+    assert not any(isinstance(command, ReleaseExecution) for command in commands)
+    assert last_event(commands)["code"] in ("A2A_UNAVAILABLE", "EXECUTION_LOST")
 
 
 def test_snapshot_of_another_task_is_a_protocol_error():

@@ -167,7 +167,7 @@ class ResumeMachine:
         if result is Upstream.BACKUP_NOT_READY:
             return self._fail("SESSION_BACKUP_NOT_READY", errors.MSG_SESSION_BACKUP_NOT_READY)
         if result is Upstream.SESSION_LOST:
-            return self._fail("EXECUTION_LOST", errors.MSG_SESSION_UNAVAILABLE)
+            return self._settle_lost()
         return self._fail("A2A_UNAVAILABLE", errors.MSG_A2A_UNAVAILABLE)
 
     def _snapshot_history(self) -> int:
@@ -180,6 +180,8 @@ class ResumeMachine:
         return self.facts.task_id
 
     def _on_snapshot(self, result: Result) -> Command:
+        if result is Upstream.TASK_NOT_FOUND:
+            return self._settle_lost()
         if result is Upstream.REFUSED:
             return self._fail("EXECUTION_LOST", errors.MSG_TASK_UNAVAILABLE)
         if not isinstance(result, dict):
@@ -249,6 +251,20 @@ class ResumeMachine:
             spans = self.projector.spans
             outputs.extend(spans.text(spans.current_text or "assistant-" + self.facts.run_id, self._turn_text))
         return self._emit(outputs, self._follow)
+
+    def _settle_lost(self) -> Command:
+        """The runtime said it no longer has the session or the task: nothing pending can be answered.
+
+        Only a definite answer settles the thread (a transport failure never does): the pending interrupts
+        end with the execution, so the next request on the thread is a new turn (which the runtime then
+        answers for what it is) instead of ``RESUME_REQUIRED`` for an interrupt nobody can answer.
+        """
+        self._final = self._conversation_lost
+        return self._ask(Phase.RELEASING, ReleaseExecution())
+
+    def _conversation_lost(self) -> List[Output]:
+        self.projector.drop_pending()
+        return self.projector.fail("CONVERSATION_LOST", errors.MSG_CONVERSATION_LOST)
 
     def _execution_lost(self) -> List[Output]:
         self.projector.drop_pending()

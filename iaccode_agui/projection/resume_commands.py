@@ -101,7 +101,8 @@ class Upstream(enum.Enum):
     NOT_CANCELABLE = "not-cancelable"    # CancelTask of a task that already ended
     UNAVAILABLE = "unavailable"          # transport failure, timeout, malformed reply
     BACKUP_NOT_READY = "backup-not-ready"
-    SESSION_LOST = "session-lost"
+    SESSION_LOST = "session-lost"        # the runtime does not know the session (restarted without it)
+    TASK_NOT_FOUND = "task-not-found"    # the runtime does not know the task (A2A TaskNotFoundError)
 
 
 class Delivery(enum.Enum):

@@ -41,8 +41,8 @@ _RECOVER = frozenset({Phase.RECOVERING, Phase.RELEASING, Phase.CATCHING_UP, Phas
 # Which phase may follow which: a move outside this table is a bug in the machine, not in the upstream.
 _NEXT: Dict[Phase, FrozenSet[Phase]] = {
     Phase.CHECK: frozenset({Phase.RESTORING, Phase.FETCHING, Phase.EMITTING}),
-    Phase.RESTORING: frozenset({Phase.FETCHING, Phase.EMITTING}),
-    Phase.FETCHING: frozenset({Phase.EMITTING}),
+    Phase.RESTORING: frozenset({Phase.FETCHING, Phase.RELEASING, Phase.EMITTING}),
+    Phase.FETCHING: frozenset({Phase.RELEASING, Phase.EMITTING}),
     Phase.RECOVERING: _RECOVER,
     Phase.RELEASING: frozenset({Phase.EMITTING}),
     Phase.CATCHING_UP: _PLAN,

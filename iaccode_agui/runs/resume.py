@@ -21,6 +21,7 @@ from iaccode_agui.state.store import StateWriteFailed
 
 log = logging.getLogger("iaccode_agui.runs")
 
+TASK_NOT_FOUND = -32001      # A2A TaskNotFoundError: the runtime does not know the task (restarted without it)
 NOT_CANCELABLE = -32002      # A2A TaskNotCancelableError: the task already ended upstream
 
 
@@ -76,7 +77,7 @@ class _Shell:
             return self.client.get_task(command.task_id, history_length=command.history_length)
         except A2ARpcError as exc:
             log.warning("GetTask(%s) failed: %s", command.task_id, exc)
-            return Upstream.REFUSED
+            return Upstream.TASK_NOT_FOUND if exc.code == TASK_NOT_FOUND else Upstream.REFUSED
         except A2AError as exc:
             log.warning("GetTask(%s) failed: %s", command.task_id, exc)
             return Upstream.UNAVAILABLE
