@@ -192,7 +192,8 @@ def rebuild_messages(events: Iterable[Dict[str, Any]],
 
 
 def conversation(messages: Iterable[Dict[str, Any]]) -> List[Tuple[str, str, Tuple[str, ...]]]:
-    """(role, text, tool call ids or the answered call) of each message but reasoning, in order."""
+    """(role, text, tool call ids or the answered call) of each message of the dialogue (not reasoning or
+    activity), in order."""
     return [(m["role"], m.get("content") or "", tuple(m.get("toolCalls") or ([m["toolCallId"]] if "toolCallId" in m
                                                                              else [])))
-            for m in messages if m["role"] != "reasoning"]
+            for m in messages if m["role"] not in ("reasoning", "activity")]
