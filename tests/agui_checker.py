@@ -194,6 +194,5 @@ def rebuild_messages(events: Iterable[Dict[str, Any]],
 def conversation(messages: Iterable[Dict[str, Any]]) -> List[Tuple[str, str, Tuple[str, ...]]]:
     """(role, text, tool call ids or the answered call) of each message of the dialogue (not reasoning or
     activity), in order."""
-    return [(m["role"], m.get("content") or "", tuple(m.get("toolCalls") or ([m["toolCallId"]] if "toolCallId" in m
-                                                                             else [])))
+    return [(m["role"], m.get("content") or "", tuple(m.get("toolCalls") or [m[k] for k in ("toolCallId",) if k in m]))
             for m in messages if m["role"] not in ("reasoning", "activity")]
