@@ -149,3 +149,50 @@ def check_stream(raw: bytes) -> List[Dict[str, Any]]:
 
 def types(events: List[Dict[str, Any]]) -> List[str]:
     return [event["type"] for event in events]
+
+
+def rebuild_messages(events: Iterable[Dict[str, Any]],
+                     messages: Iterable[Dict[str, Any]] = ()) -> List[Dict[str, Any]]:
+    """The message list a client rebuilds from ``events`` (after ``messages``), placed by the rules of the
+    official ``@ag-ui/client`` reducer (``defaultApplyEvents``): a text or reasoning start makes the message
+    of its id unless it exists; a tool call joins the assistant message its ``parentMessageId`` names (one of
+    that id is made when there is none; without a parent, one with the call's id); a result goes right after
+    the assistant message holding its call and the results already there."""
+    out = [dict(m) for m in messages]
+
+    def find(message_id: Any) -> Optional[Dict[str, Any]]:
+        return next((m for m in out if m["id"] == message_id), None)
+
+    for event in events:
+        kind = event["type"]
+        if kind in ("TEXT_MESSAGE_START", "REASONING_MESSAGE_START") and find(event["messageId"]) is None:
+            out.append({"id": event["messageId"], "role": event.get("role", "assistant"), "content": ""})
+        elif kind in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"):
+            found = find(event["messageId"])
+            if found is None:
+                raise SequenceError("%s for unknown message %s" % (kind, event["messageId"]))
+            found["content"] += event["delta"]
+        elif kind == "TOOL_CALL_START":
+            parent_id = event.get("parentMessageId")
+            parent = find(parent_id) if parent_id else None
+            if parent is None or parent["role"] != "assistant":
+                parent = {"id": parent_id if parent_id and parent is None else event["toolCallId"],
+                          "role": "assistant", "content": ""}
+                out.append(parent)
+            parent.setdefault("toolCalls", []).append(event["toolCallId"])
+        elif kind == "TOOL_CALL_RESULT":
+            result = {"id": event["messageId"], "role": "tool", "toolCallId": event["toolCallId"],
+                      "content": event["content"]}
+            at = next((i for i, m in enumerate(out) if event["toolCallId"] in m.get("toolCalls", ())), len(out) - 1)
+            at += 1
+            while at < len(out) and out[at]["role"] == "tool":
+                at += 1
+            out.insert(at, result)
+    return out
+
+
+def conversation(messages: Iterable[Dict[str, Any]]) -> List[Tuple[str, str, Tuple[str, ...]]]:
+    """(role, text, tool call ids or the answered call) of each message of the dialogue (not reasoning or
+    activity), in order."""
+    return [(m["role"], m.get("content") or "", tuple(m.get("toolCalls") or [m[k] for k in ("toolCallId",) if k in m]))
+            for m in messages if m["role"] not in ("reasoning", "activity")]

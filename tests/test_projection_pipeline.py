@@ -8,7 +8,7 @@ from iaccode_agui.projection import events as ev
 from iaccode_agui.projection.pipeline import PIPELINE_CUSTOM_ALLOWLIST, PipelineMapper, step_key_of
 from iaccode_agui.projection.spans import SpanTracker
 from iaccode_agui.projection.usage import UsageLedger
-from tests.agui_checker import check_sequence, types, validate_models
+from tests.agui_checker import check_sequence, conversation, rebuild_messages, types, validate_models
 
 # Copied literally from the AG-UI contract of ``iac-code agui`` (its "iac-code.pipeline.v1" list), group by group.
 SEED_ALLOWLIST = (
@@ -263,19 +263,21 @@ def test_parallel_candidates_stream_side_by_side_and_balance_at_close() -> None:
                cand_env(8.0, "text_delta", "cand-1", data={"text": "B2"}),
                cand_env(9.0, "tool_started", "cand-0",      # cand-1 spoke last; the parent is still cand-0
                         data={"toolName": "ros", "toolUseId": "ta", "input": {"b": 1.0, "a": 2}}))
-    ids = {"pipeline-message:%s:candidate_step:cand-%d-r1:template_generating" % (RUN_ID, n) for n in (0, 1)}
-    assert {e["messageId"] for e in out if e["type"] == "TEXT_MESSAGE_START"} == ids
-    assert not [e for e in out if e["type"] == "TEXT_MESSAGE_END"]      # both stay open in parallel
+    ids = ["pipeline-message:%s:candidate_step:cand-%d-r1:template_generating" % (RUN_ID, n) for n in (0, 1)]
+    assert {e["messageId"] for e in out if e["type"] == "TEXT_MESSAGE_START"} == set(ids)
+    # Both stay open in parallel until cand-0's tool call ends cand-0's message (only that one).
+    assert types(out)[-4:] == ["TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"]
+    assert [e["messageId"] for e in out if e["type"] == "TEXT_MESSAGE_END"] == [ids[0]]
     contents = [(e["messageId"].split(":")[3], e["delta"]) for e in out if e["type"] == "TEXT_MESSAGE_CONTENT"]
     assert contents == [("cand-0-r1", "A1 "), ("cand-1-r1", "B1 "), ("cand-0-r1", "A2"), ("cand-1-r1", "B2")]
     reasoning = [e["messageId"] for e in out if e["type"] == "REASONING_START"]
     assert reasoning == ["reasoning-pipeline-message:%s:candidate_step:cand-1-r1:template_generating" % RUN_ID,
                          "reasoning-pipeline-message:%s:candidate_step:cand-0-r1:template_generating" % RUN_ID]
     start = next(e for e in out if e["type"] == "TOOL_CALL_START")
-    assert start["parentMessageId"].endswith(":cand-0-r1:template_generating")
+    assert start["parentMessageId"] == ids[0]
     assert m.open_steps == {"candidate:cand-0:template_generating", "candidate:cand-1:template_generating"}
     closing = m.spans.close_all()
-    assert sorted(e["messageId"] for e in closing if e["type"] == "TEXT_MESSAGE_END") == sorted(ids)
+    assert [e["messageId"] for e in closing if e["type"] == "TEXT_MESSAGE_END"] == [ids[1]]
     assert sorted(e["stepName"] for e in closing if e["type"] == "STEP_FINISHED") == sorted(m.open_steps)
     as_run(m, out + closing)
 
@@ -293,16 +295,41 @@ def test_tool_started_gives_start_sorted_args_end_and_result_content() -> None:
                envelope(5.0, "tool_result", {"toolName": "complete_step", "toolUseId": "t2",
                                              "result": "Step Intent parsing completed."}),
                envelope(6.0, "tool_result", {"toolUseId": "t2", "result": "again"}))
-    assert types(out)[2:] == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT",
-                              "TOOL_CALL_START", "TOOL_CALL_END", "TOOL_CALL_RESULT"]
-    start, args = out[2], out[3]
+    assert types(out)[2:] == ["TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END",
+                              "TOOL_CALL_RESULT", "TOOL_CALL_START", "TOOL_CALL_END", "TOOL_CALL_RESULT"]
+    start, args = out[3], out[4]
     assert start["toolCallName"] == "ask_user_question"
-    assert start["parentMessageId"] == "pipeline-message:%s:step:step-intent_parsing-1" % RUN_ID
+    assert start["parentMessageId"] == out[2]["messageId"] == "pipeline-message:%s:step:step-intent_parsing-1" % RUN_ID
     assert args["delta"] == '{"count":2,"options":["b","a"],"question":"Which region?","ünï":"✓"}'
-    assert out[5]["content"] == '{"a":[2],"z":1}'
-    assert out[6]["toolCallName"] == "tool"
-    assert out[8]["content"] == "Step Intent parsing completed."
+    assert out[6]["content"] == '{"a":[2],"z":1}'
+    assert out[7]["toolCallName"] == "tool" and "parentMessageId" not in out[7]     # no text before it
+    assert out[9]["content"] == "Step Intent parsing completed."
     as_run(m, out)
+
+
+def test_a_stream_s_text_after_its_tool_result_is_a_new_message_below_it() -> None:
+    # cand-0 calls a tool while cand-1 goes on talking: only cand-0's message ends, and cand-0's later text is
+    # a message of its own, below the result.
+    m = mapper()
+    out = live(m,
+               cand_env(1.0, "text_delta", "cand-0", data={"text": "A plans. "}),
+               cand_env(2.0, "text_delta", "cand-1", data={"text": "B plans. "}),
+               cand_env(3.0, "tool_started", "cand-0", data={"toolName": "ros", "toolUseId": "ta", "input": {}}),
+               cand_env(4.0, "text_delta", "cand-1", data={"text": "B goes on."}),
+               cand_env(5.0, "tool_result", "cand-0", data={"toolUseId": "ta", "result": "ok"}),
+               cand_env(6.0, "text_delta", "cand-0", data={"text": "A is done."}))
+    a_id = "pipeline-message:%s:candidate_step:cand-0-r1:template_generating" % RUN_ID
+    assert [e["messageId"] for e in out if e["type"] == "TEXT_MESSAGE_START"][-1] == a_id + "~2"
+    events = as_run(m, out)
+    assert conversation(rebuild_messages(events)) == [
+        ("assistant", "A plans. ", ("ta",)), ("tool", "ok", ("ta",)), ("assistant", "B plans. B goes on.", ()),
+        ("assistant", "A is done.", ())]
+
+
+def test_a_resumed_run_s_text_in_the_asking_step_is_a_message_of_its_own() -> None:
+    scoped = PipelineMapper(SpanTracker("r2", "d1g3st"), UsageLedger(), thread_id="tp2")
+    out = live(scoped, envelope(1.0, "text_delta", {"text": "Region noted."}))
+    assert out[0]["messageId"] == "pipeline-message:%s:step:step-intent_parsing-1@d1g3st" % RUN_ID
 
 
 def test_usage_is_recorded_not_emitted() -> None:
@@ -481,8 +508,8 @@ def test_two_runs_across_an_interrupt_stay_balanced() -> None:
                 envelope(9.0, "input_required", {"kind": "ask_user_question"}, status="input_required"))
     assert types(run1) == ["CUSTOM", "STEP_STARTED", "REASONING_START", "REASONING_MESSAGE_START",
                            "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END", "REASONING_END",
-                           "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TOOL_CALL_START", "TOOL_CALL_ARGS",
-                           "TOOL_CALL_END"]
+                           "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TOOL_CALL_START",
+                           "TOOL_CALL_ARGS", "TOOL_CALL_END"]
     as_run(m1, run1)
     sequence, steps = m1.progress()
     assert (sequence, steps) == (9, ["step:intent_parsing"])

@@ -9,7 +9,7 @@ import pytest
 from iaccode_agui.projection.effects import BindSession, CommitInterrupts, EndRun, is_event
 from iaccode_agui.projection.run import RunContext, RunProjector
 from iaccode_agui.projection.textreplay import text_digest
-from tests.agui_checker import check_sequence, types, validate_models
+from tests.agui_checker import check_sequence, conversation, rebuild_messages, types, validate_models
 
 CAPTURES = os.path.join(os.path.dirname(__file__), "interop", "captures")
 
@@ -138,6 +138,29 @@ def test_resume_stream_maps_artifact_and_tool_result() -> None:
     assert events[-1]["outcome"] == {"type": "success"}
 
 
+def test_a_real_write_turn_and_its_resume_rebuild_the_conversation_in_order() -> None:
+    # The interrupted run's text ends before the tool call it names as parent; the resumed run's reply (the
+    # runtime's same message id) is a message of its own, below the tool's result.
+    streams = capture_streams("write_permission_allow_once")
+    (_, first), (_, answer) = streams[0], streams[-1]
+    task_id = first[0]["task"]["id"]
+    asking = events_of(run_all(make(first), first))
+    resumed_projector = make(answer, run_id="r2", task_id=task_id, session_id=None, resume=True,
+                             message_scope="d1g3st")
+    resumed = events_of(run_all(resumed_projector, answer))
+    kinds = types(asking)
+    assert kinds.index("TEXT_MESSAGE_END") == kinds.index("TOOL_CALL_START") - 1
+    start = next(e for e in asking if e["type"] == "TOOL_CALL_START")
+    assert start["parentMessageId"] == task_id + "-message"
+    assert [e["messageId"] for e in resumed if e["type"] == "TEXT_MESSAGE_START"] == [task_id + "-message@d1g3st"]
+    user = {"id": "u1", "role": "user", "content": "please write a file"}
+    assert conversation(rebuild_messages(asking + resumed, [user])) == [
+        ("user", "please write a file", ()),
+        ("assistant", "I'll create hello.txt for you.", ("call_fake_1",)),
+        ("tool", next(e["content"] for e in resumed if e["type"] == "TOOL_CALL_RESULT"), ("call_fake_1",)),
+        ("assistant", "Done. The tool finished.", ())]
+
+
 def test_session_event_waits_for_acceptance_on_resume() -> None:
     _, frames = capture_streams("normal_turn")[0]
     projector = make(frames, resume=True, task_id=frames[0]["task"]["id"])
@@ -262,6 +285,65 @@ def test_tools_progress_usage_and_dedupe() -> None:
     assert events[-1]["usage"] == [
         {"provider": "openai", "model": "m", "inputTokens": 15, "outputTokens": 3, "totalTokens": 18},
         {"provider": "other", "model": "x", "inputTokens": 7, "outputTokens": 1}]
+
+
+def _tool(tool_id: str, status: str, **fields: Any) -> Dict[str, Any]:
+    return _status("t", CTX, iac={"tool": dict(fields, toolUseId=tool_id, name="read_file", status=status)})
+
+
+def test_text_after_a_tool_call_is_a_new_message_below_the_tool_s_result() -> None:
+    projector = simple()
+    out = list(projector.start())
+    out += projector.feed(_status("t", CTX, iac={"thinking": {"type": "raw_thinking", "text": "look first"}}))
+    out += projector.feed(_status("t", CTX, text="Let me look."))
+    out += projector.feed(_status("t", CTX, iac={"thinking": {"type": "raw_thinking", "text": "which file"}}))
+    out += projector.feed(_tool("u1", "started"))
+    out += projector.feed(_tool("u1", "input_complete", inputSummary="README.md"))
+    out += projector.feed(_tool("u1", "completed", result="# Demo"))
+    out += projector.feed(_status("t", CTX, iac={"thinking": {"type": "raw_thinking", "text": "short"}}))
+    out += projector.feed(_status("t", CTX, text="It is "))       # the runtime's same message id
+    out += projector.feed(_status("t", CTX, text="a demo."))
+    out += projector.feed(_status("t", CTX, state="TASK_STATE_INPUT_REQUIRED"))
+    events = events_of(out)
+    validate_models(events)
+    check_sequence(events)
+    texts = [e for e in events if e["type"].startswith("TEXT_MESSAGE_")]
+    assert [(e["type"], e["messageId"]) for e in texts if e["type"] != "TEXT_MESSAGE_CONTENT"] == [
+        ("TEXT_MESSAGE_START", "t-message"), ("TEXT_MESSAGE_END", "t-message"),
+        ("TEXT_MESSAGE_START", "t-message~2"), ("TEXT_MESSAGE_END", "t-message~2")]
+    kinds = types(events)
+    assert kinds[kinds.index("TOOL_CALL_START") - 3:kinds.index("TOOL_CALL_START") + 1] == [
+        "REASONING_MESSAGE_END", "REASONING_END", "TEXT_MESSAGE_END", "TOOL_CALL_START"]
+    assert next(e for e in events if e["type"] == "TOOL_CALL_START")["parentMessageId"] == "t-message"
+    user = {"id": "u", "role": "user", "content": "what is in README.md?"}
+    messages = rebuild_messages(events, [user])
+    assert [m["role"] for m in messages] == ["user", "reasoning", "assistant", "tool", "reasoning", "reasoning",
+                                             "assistant"]
+    assert conversation(messages) == [("user", "what is in README.md?", ()), ("assistant", "Let me look.", ("u1",)),
+                                      ("tool", "# Demo", ("u1",)), ("assistant", "It is a demo.", ())]
+
+
+def test_a_tool_call_without_text_before_it_has_no_parent() -> None:
+    # No text to hang the calls on: each is left to the client, which makes an assistant message for it.
+    projector = simple()
+    out = list(projector.start())
+    out += projector.feed(_tool("u1", "started"))
+    out += projector.feed(_tool("u1", "completed", result="one"))
+    out += projector.feed(_status("t", CTX, text="First."))
+    out += projector.feed(_tool("u2", "started"))
+    out += projector.feed(_tool("u3", "started"))             # parallel, no text in between
+    out += projector.feed(_tool("u2", "completed", result="two"))
+    out += projector.feed(_tool("u3", "completed", result="three"))
+    out += projector.feed(_status("t", CTX, text="Second."))
+    out += projector.feed(_status("t", CTX, state="TASK_STATE_INPUT_REQUIRED"))
+    events = events_of(out)
+    check_sequence(events)
+    starts = [e for e in events if e["type"] == "TOOL_CALL_START"]
+    assert [e.get("parentMessageId") for e in starts] == [None, "t-message", None]
+    assert conversation(rebuild_messages(events)) == [
+        ("assistant", "", ("u1",)), ("tool", "one", ("u1",)), ("assistant", "First.", ("u2",)),
+        ("tool", "two", ("u2",)), ("assistant", "", ("u3",)), ("tool", "three", ("u3",)),
+        ("assistant", "Second.", ())]
 
 
 def test_reasoning_after_text_gets_a_fresh_id() -> None:

@@ -13,3 +13,12 @@ def test_an_empty_resume_list_on_a_waiting_thread_asks_for_the_answers(adapter):
     interrupt_of(adapter.run(adapter.body("please write a file", thread="empty-3")))
     response = adapter.post(adapter.body("hello", thread="empty-3", resume=[]))
     assert response.status_code == 409 and response.json()["error"]["code"] == "RESUME_REQUIRED"
+
+
+def test_a_tool_call_ends_the_text_before_it_and_the_answer_is_a_new_message(adapter):
+    events = adapter.run(adapter.body("tool", thread="boundary-1"))
+    kinds = [e["type"] for e in events]
+    call = kinds.index("TOOL_CALL_START")
+    assert kinds[call - 1] == "TEXT_MESSAGE_END" and events[call]["parentMessageId"] == events[call - 1]["messageId"]
+    starts = [e["messageId"] for e in events if e["type"] == "TEXT_MESSAGE_START"]
+    assert len(starts) == 2 and starts[0] != starts[1] and kinds.index("TEXT_MESSAGE_START", call) > call

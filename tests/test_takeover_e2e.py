@@ -12,9 +12,11 @@ import pytest
 import requests
 
 from iaccode_agui.demo import DemoServer
+from iaccode_agui.inputs import canonical_digest
+from iaccode_agui.projection.run import message_scope
 from iaccode_agui.runs import logformat
 from tests.adapter_process import AdapterProcess, post_run, reattach_rest, read_then_kill, run_body
-from tests.agui_checker import check_sequence, parse_sse
+from tests.agui_checker import check_sequence, conversation, parse_sse, rebuild_messages
 from tests.harness import SSEReader, session_of, text_of, wait_for
 
 SLOW_TEXT = "".join("slow-%d " % i for i in range(60))
@@ -291,6 +293,13 @@ def test_a_resumed_turn_killed_before_its_text_is_adopted_with_the_whole_text(
     assert text_of(whole) == Write.done_text
     assert [e["type"] for e in whole].count("RUN_FINISHED") == 1 and whole[-1]["type"] == "RUN_FINISHED"
     assert quick_demo.runtime.tool_executions and len(quick_demo.runtime.tool_executions) == 1
+    # The adopter scopes the reply's message as the owner would have: a new message, below the tool's result.
+    scope = "@" + message_scope(True, canonical_digest(resume))
+    assert [e["messageId"].split("~")[0][-len(scope):] for e in rest if e["type"] == "TEXT_MESSAGE_START"] == [scope]
+    turns = conversation(rebuild_messages(first + whole))
+    call = (interrupts[0]["toolCallId"],)
+    assert turns == [("assistant", "I'll create hello.txt for you.", call), ("tool", turns[1][1], call),
+                     ("assistant", Write.done_text, ())]
 
 
 def _as_if_the_acceptance_was_never_recorded(state_dir: str, thread: str, run_id: str, pending, answer) -> int:

@@ -1,6 +1,8 @@
 """The projection of an adopted run, driven with plain lists of dicts: it continues, never repeats."""
 from typing import Any, Dict, List
 
+import pytest
+
 from iaccode_agui.projection.adopt import AdoptedProjector, history_text, missing_text, strip_shown
 from iaccode_agui.projection.effects import is_event
 from iaccode_agui.projection.run import RunContext, RunProjector
@@ -193,3 +195,32 @@ def test_an_adopted_run_s_usage_includes_what_its_dead_owner_had_counted(tmp_pat
     assert after[-1]["type"] == "RUN_FINISHED"
     assert after[-1]["usage"] == [{"provider": "p", "model": "m", "inputTokens": 107, "outputTokens": 23,
                                    "totalTokens": 130}]
+
+
+def _tool_frame(status: str, **fields: Any) -> Dict[str, Any]:
+    return {"statusUpdate": {"taskId": "task-1", "contextId": "agui-ctx", "status": {"state": "TASK_STATE_WORKING"},
+                             "metadata": {"iac_code": {"tool": dict(fields, toolUseId="tool-1", name="read_file",
+                                                                    status=status)}}}}
+
+
+@pytest.mark.parametrize("resumed", [False, True])
+def test_an_adopted_run_gives_its_messages_the_ids_its_owner_would_have(resumed):
+    # Cut anywhere in text, tool call, result, more text: the adopter's events are the rest of the owner's,
+    # ids included (the message the tool call ended, the new message after the result, a resume's scope).
+    import dataclasses
+    ctx = dataclasses.replace(CTX, resume=True, message_scope="d1g3st") if resumed else CTX
+    frames = [_delta("Let me look."), _tool_frame("started"), _tool_frame("completed", result="ok"),
+              _delta("It is "), _delta("fine."), _completed()]
+    owner = RunProjector(ctx)
+    marks, whole = [], _events(owner.start()) + _events(owner.accept())
+    for frame in frames:
+        marks.append(len(whole))
+        whole += _events(owner.feed(frame))
+    check_sequence(whole)
+    scope = "@d1g3st" if resumed else ""
+    assert [e["messageId"] for e in whole if e["type"] == "TEXT_MESSAGE_START"] == [
+        "task-1-message" + scope, "task-1-message%s~2" % scope]
+    for cut, mark in enumerate(marks):
+        adopted = AdoptedProjector(ctx, whole[:mark])
+        rest = [event for frame in frames[cut:] for event in _events(adopted.feed(frame))]
+        assert whole[:mark] + rest == whole, cut

@@ -131,5 +131,4 @@ class AdoptedProjector(RunProjector):
         gap = missing_text(source_text, self.spans.streamed_text(), self.new_turn or from_turn_start)
         if not gap:
             return []
-        source_id = self.spans.current_text or "assistant-" + self.ctx.run_id
-        return list(self.spans.text(source_id, gap))
+        return list(self.spans.text(self.spans.plain_source(), gap))

@@ -31,6 +31,9 @@ class RunContext:
     pipeline_sequence: int = 0
     pipeline_open_steps: Tuple[str, ...] = ()
     pipeline_mode: bool = False
+    # Sets this run's text message ids apart from the earlier runs' of the execution, which the runtime's
+    # message ids repeat (see ``SpanTracker``): '' for a new turn, a tag of the request for a resume.
+    message_scope: str = ""
 
 
 class ProtocolViolation(Exception):

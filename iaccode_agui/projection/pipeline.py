@@ -271,12 +271,7 @@ class PipelineMapper:
         name = data.get("toolName") if isinstance(data.get("toolName"), str) and data.get("toolName") else "tool"
         args = _compact_json(data["input"]) if data.get("input") is not None else ""
         # The tool's parent is its own stream's message (if open), not whichever candidate spoke last.
-        previous = self.spans.current_text
-        self.spans.current_text = self._message_id(envelope)
-        try:
-            return list(self.spans.tool_args_complete(tool_id, name, args))
-        finally:
-            self.spans.current_text = previous
+        return list(self.spans.tool_args_complete(tool_id, name, args, self._message_id(envelope)))
 
     def _tool_result(self, data: Dict[str, Any]) -> List[Event]:
         tool_id = _ident(data.get("toolUseId"))

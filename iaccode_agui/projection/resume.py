@@ -249,7 +249,7 @@ class ResumeMachine:
         outputs = list(self.projector.accept())
         if self._turn_text:
             spans = self.projector.spans
-            outputs.extend(spans.text(spans.current_text or "assistant-" + self.facts.run_id, self._turn_text))
+            outputs.extend(spans.text(spans.plain_source(), self._turn_text))
         return self._emit(outputs, self._follow)
 
     def _settle_lost(self) -> Command:

@@ -41,11 +41,22 @@ def pipeline_mode(run_mode: Optional[str], execution: Execution) -> bool:
     return run_mode == "pipeline" or bool(execution.pipeline_sequence or execution.pipeline_open_steps)
 
 
+def message_scope(is_resume: bool, request_digest: str) -> str:
+    """What sets a resumed run's text message ids apart (``RunContext.message_scope``).
+
+    A resume continues the runtime's message of the interrupted turn, so without it its text would carry
+    the id the interrupted run gave that message, and a client would append it there, above the result of
+    the tool it follows.  The request's digest is what every run of an execution has of its own (a resume
+    may even carry the run id of the run it continues) and what a run adopted from its log still knows.
+    """
+    return request_digest[:12] if is_resume else ""
+
+
 class RunProjector:
     def __init__(self, ctx: RunContext, clock: Callable[[], float] = time.time) -> None:
         self.ctx = ctx
         self.clock = clock
-        self.spans = SpanTracker(ctx.run_id)
+        self.spans = SpanTracker(ctx.run_id, ctx.message_scope)
         self.usage = UsageLedger()
         self.task_id = ctx.task_id
         self.session_id = ctx.session_id
@@ -330,8 +341,7 @@ class RunProjector:
     def _text(self, message_id: Any, text: str) -> List[Output]:
         if not text:
             return []
-        source_id = message_id if isinstance(message_id, str) and message_id else (
-            self.spans.current_text or "assistant-" + self.ctx.run_id)
+        source_id = message_id if isinstance(message_id, str) and message_id else self.spans.plain_source()
         if self.ctx.resume and source_id not in self._replay_checked:
             self._replay_checked.add(source_id)
             text = new_suffix(text, self._known_digests)

@@ -4,6 +4,13 @@ AG-UI requires every span to open before use, never open twice and close before 
 A2A runtime reuses message ids across a turn (``<taskId>-message``) and across runs.  This tracker hands
 out AG-UI ids that are unique within the run and emits the start/end events at the right moments, so
 the mapping code only says "text for message X" or "tool Y finished".
+
+Message boundaries follow the conversation a client rebuilds from the events: a tool call ends the text
+message it follows (its ``parentMessageId``), so text after the tool's result is a message of its own and
+lands below the result.  Ids stay a function of the events already emitted (``_unique``), which is what
+lets a run adopted from its log (``replay``) and a re-attached client see the same ids.  A resumed run's
+text continues the runtime's message of the turn it resumes; its ``scope`` keeps those ids apart from the
+ones the earlier runs of the execution gave the same runtime message.
 """
 from typing import Dict, List, Optional, Set
 
@@ -12,8 +19,9 @@ from iaccode_agui.projection.events import Event
 
 
 class SpanTracker:
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, scope: str = "") -> None:
         self.run_id = run_id
+        self._suffix = "@" + scope if scope else ""
         self._used_ids: Set[str] = set()
         self._text_ids: Dict[str, str] = {}        # source id -> AG-UI id of the open message
         self._text_order: List[str] = []            # source ids of open messages, oldest first
@@ -46,7 +54,7 @@ class SpanTracker:
         if agui_id is None:
             if exclusive:
                 out.extend(self.close_texts())
-            agui_id = self._unique(source_id)
+            agui_id = self._unique(source_id + self._suffix)
             self._text_ids[source_id] = agui_id
             self._text_order.append(source_id)
             self.text_buffers.setdefault(source_id, [])
@@ -68,18 +76,16 @@ class SpanTracker:
         self.emitted_text = True
         return ev.text_content(agui_id, delta)
 
-    def open_text_id(self) -> Optional[str]:
-        if self.current_text is not None:
-            return self._text_ids.get(self.current_text)
-        return None
+    def plain_source(self) -> str:
+        """The source of text that names no message: the runtime message spoken last (after a tool call
+        that ended it, a new AG-UI message of the same source), else one per run."""
+        return self.current_text or "assistant-" + self.run_id
 
-    def close_text(self, source_id: str) -> List[Event]:
-        agui_id = self._text_ids.pop(source_id, None)
+    def close_text(self, source_id: Optional[str]) -> List[Event]:
+        agui_id = self._text_ids.pop(source_id, None) if source_id is not None else None
         if agui_id is None:
             return []
         self._text_order.remove(source_id)
-        if self.current_text == source_id:
-            self.current_text = None
         return [ev.text_end(agui_id)]
 
     def close_texts(self) -> List[Event]:
@@ -109,17 +115,27 @@ class SpanTracker:
         return [ev.reasoning_message_end(rid), ev.reasoning_end(rid)]
 
     # ---- tools --------------------------------------------------------------------------------
-    def tool_start(self, tool_call_id: str, name: str) -> List[Event]:
+    def tool_start(self, tool_call_id: str, name: str, source_id: Optional[str] = None) -> List[Event]:
+        """Open a tool call of message ``source_id`` (default: the message spoken last).
+
+        The call ends that message if it is open and names it as its parent, so the client's assistant
+        message holds the text and the call, the result follows it, and later text starts a new message.
+        With no open message there is no parent: the client makes an assistant message for the call.
+        """
         if tool_call_id in self._tools_started:
             return []
         out = self.close_reasoning()
+        source = self.current_text if source_id is None else source_id
+        parent = self._text_ids.get(source) if source is not None else None
+        out.extend(self.close_text(source))
         self._tools_started.add(tool_call_id)
         self._tools_open[tool_call_id] = False
-        out.append(ev.tool_start(tool_call_id, name or "tool", self.open_text_id()))
+        out.append(ev.tool_start(tool_call_id, name or "tool", parent))
         return out
 
-    def tool_args_complete(self, tool_call_id: str, name: str, args_json: str) -> List[Event]:
-        out = self.tool_start(tool_call_id, name)
+    def tool_args_complete(self, tool_call_id: str, name: str, args_json: str,
+                           source_id: Optional[str] = None) -> List[Event]:
+        out = self.tool_start(tool_call_id, name, source_id)
         if self._tools_open.get(tool_call_id) is False:
             if args_json:
                 out.append(ev.tool_args(tool_call_id, args_json))
@@ -173,7 +189,7 @@ class SpanTracker:
         kind = event.get("type")
         if kind == "TEXT_MESSAGE_START":
             agui_id = event["messageId"]
-            source_id = _source_of(agui_id)
+            source_id = self._source_of(agui_id)
             self._used_ids.add(agui_id)
             self._text_ids[source_id] = agui_id
             if source_id not in self._text_order:
@@ -214,14 +230,16 @@ class SpanTracker:
         for source_id, open_id in self._text_ids.items():
             if open_id == agui_id:
                 return source_id
-        return _source_of(agui_id)
+        return self._source_of(agui_id)
+
+    def _source_of(self, agui_id: str) -> str:
+        """The source id an AG-UI text id was made from (``_unique`` appends ``~<n>`` to repeated ids)."""
+        head, sep, tail = agui_id.rpartition("~")
+        head = head if sep and tail.isdigit() and head else agui_id
+        if self._suffix and head.endswith(self._suffix) and len(head) > len(self._suffix):
+            return head[:-len(self._suffix)]
+        return head
 
     def streamed_text(self) -> str:
         """All text this run has shown, in the order the messages started."""
         return "".join("".join(parts) for parts in self.text_buffers.values())
-
-
-def _source_of(agui_id: str) -> str:
-    """The source id an AG-UI id was made from (``_unique`` appends ``~<n>`` to repeated ids)."""
-    head, sep, tail = agui_id.rpartition("~")
-    return head if sep and tail.isdigit() and head else agui_id

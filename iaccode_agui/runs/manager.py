@@ -22,7 +22,7 @@ from iaccode_agui.config import Settings
 from iaccode_agui.errors import AguiError
 from iaccode_agui.inputs import RunRequest
 from iaccode_agui.metrics import Metrics
-from iaccode_agui.projection.run import RunContext, RunProjector, pipeline_mode
+from iaccode_agui.projection.run import RunContext, RunProjector, message_scope, pipeline_mode
 from iaccode_agui.runs import admission as admission_rules
 from iaccode_agui.runs import reattach
 from iaccode_agui.runs.cancel import CANCELLED, cancel_execution
@@ -392,7 +392,8 @@ class RunManager:
             text_digests=frozenset(execution.text_snapshot_digests), resume=req.is_resume,
             interrupt_ttl=self.settings.interrupt_ttl, generic=self.upstream_is_generic(),
             pipeline_sequence=execution.pipeline_sequence, pipeline_open_steps=tuple(execution.pipeline_open_steps),
-            pipeline_mode=pipeline_mode(req.run_mode, execution))
+            pipeline_mode=pipeline_mode(req.run_mode, execution),
+            message_scope=message_scope(req.is_resume, req.digest))
 
     def _cancel_quietly(self, task_id: str, thread_id: str) -> None:
         log.warning("thread %s: cancelling task %s left behind by a dead run or expired interrupts",

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from tests.agui_checker import types
+from tests.agui_checker import conversation, rebuild_messages, types
 from tests.harness import Adapter, SSEReader, interrupt_of, session_of, text_of
 
 
@@ -51,6 +51,11 @@ def test_permission_allow_once_tool_call_and_artifact(real_adapter, real_a2a):
     assert result["toolCallId"] == interrupt["toolCallId"] and "Successfully wrote" in result["content"]
     assert resumed[-1]["outcome"] == {"type": "success"}
     assert os.path.exists(os.path.join(real_a2a.workspace, "hello.txt"))
+    # The reply is a message of its own, below the result (the runtime gives it the asking message's id).
+    turns = conversation(rebuild_messages(first + resumed))
+    call = (interrupt["toolCallId"],)
+    assert [(role, calls) for role, _, calls in turns] == [("assistant", call), ("tool", call), ("assistant", ())]
+    assert all(text for role, text, _ in turns)
 
 
 @pytest.mark.parametrize("entry", [{"status": "resolved", "payload": {"decision": "deny"}}, {"status": "cancelled"}])
