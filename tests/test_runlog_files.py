@@ -447,3 +447,43 @@ def test_a_batch_past_the_size_cap_writes_the_records_that_fit(tmp_path):
         records, _ = logformat.parse(handle.read(), len(logformat.MAGIC))
     assert [r.seq for r in records if r.kind == logformat.KIND_EVENT] == [0, 1, 2, 3]
     writer.close({"outcome": "success", "events": 4})
+
+
+def _seqs(frames):
+    return [int(line[4:]) for line in b"".join(frames).split(b"\n") if line.startswith(b"id: ")]
+
+
+@pytest.mark.parametrize("logged", [True, False], ids=["with-log", "memory-only"])
+def test_a_continuation_segment_replays_from_its_start_for_an_id_below_it(store, logged):
+    """A continuation (``runs.admission``) starts at its segment's first id; an id of the segment before it
+    asks for the whole continuation, never for nothing (before: memory-only replay refused it)."""
+    base = 3 << 32
+    old = store.create("t", "r", {})
+    old.close({"outcome": "interrupt"})
+    channel = RunChannel(10, 100, first_seq=base, run_log=store.create("t", "r", {"firstSeq": base})
+                         if logged else None)
+    first = channel.attach()
+    for index in range(4):
+        channel.publish(_event(index))
+    assert _seqs(first.queue.take(4)) == [base, base + 1, base + 2, base + 3]
+    channel.close("success")
+    first.detach()
+    for after, expected in ((None, 0), (0, 0), (7, 0), (base - 1, 0), (base + 1, 2)):
+        sub = channel.attach(after_seq=after)
+        assert _seqs(sub.replay) == [base + index for index in range(expected, 4)]
+        sub.detach()
+    with pytest.raises(AguiError):
+        channel.attach(after_seq=base + 3)
+    if logged:      # the continuation's log took the place of the interrupted segment's
+        assert store.open_reader("t", "r").header["firstSeq"] == base
+
+
+def test_an_adopted_continuation_keeps_its_segment_start(store):
+    from iaccode_agui.runs.takeover import first_seq
+    assert first_seq({"firstSeq": 5 << 32}) == 5 << 32 and first_seq({}) == 0
+    assert first_seq({"firstSeq": -1}) == first_seq({"firstSeq": "7"}) == first_seq({"firstSeq": True}) == 0
+    channel = RunChannel(10, 100, first_seq=(1 << 32) + 2, base_seq=1 << 32)   # two events logged before
+    channel.publish(_event(2))
+    with pytest.raises(AguiError):          # the two before it are only in the log (none here)
+        channel.attach(after_seq=0)
+    assert _seqs(channel.attach(after_seq=(1 << 32) + 1).replay) == [(1 << 32) + 2]

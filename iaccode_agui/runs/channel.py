@@ -9,6 +9,8 @@ reading pushes back on the worker (and, through TCP, on the runtime) instead of 
 
 Replay is one operation, "everything after id N", whatever the spelling on the wire (``Last-Event-ID`` or
 an ``afterSequence`` field): frames still in memory are served from there, older ones from the run log.
+A continuation of an interrupted run (``runs.admission``) is a new segment of that run's ids: its channel
+starts at the segment's first id, and an id below it asks for the segment from its start.
 """
 import collections
 import contextlib
@@ -58,7 +60,7 @@ class Subscription:
 
 class RunChannel:
     def __init__(self, max_buffer: int = 10000, queue_max: int = 4096, *, run_log: Optional[RunLogWriter] = None,
-                 budget: Optional[ReplayBudget] = None, first_seq: int = 0,
+                 budget: Optional[ReplayBudget] = None, first_seq: int = 0, base_seq: Optional[int] = None,
                  queue_max_bytes: Optional[int] = None) -> None:
         self._lock = threading.Lock()
         self._frames: Deque[Tuple[int, bytes]] = collections.deque()
@@ -69,6 +71,7 @@ class RunChannel:
         self.log_path: Optional[str] = run_log.path if run_log is not None else None
         self._log_end: Optional[int] = None   # first id the log has no room for (it reached its size cap)
         self._next_seq = first_seq      # an adopted run continues its log's ids
+        self._base_seq = first_seq if base_seq is None else base_seq     # the segment's first id
         self._queue_max = queue_max
         self._queue_max_bytes = queue_max_bytes   # what an attached client may leave unread before the run waits
         self._subscriber: Optional[Subscription] = None
@@ -82,7 +85,7 @@ class RunChannel:
         if run_log is None:
             return
         with self._lock:
-            if not self._next_seq and self._log is None:
+            if self._next_seq == self._base_seq and self._log is None:
                 self._log = run_log
                 self.log_path = run_log.path
                 return
@@ -107,6 +110,10 @@ class RunChannel:
     @property
     def next_seq(self) -> int:
         return self._next_seq
+
+    @property
+    def base_seq(self) -> int:
+        return self._base_seq
 
     def client_gone(self) -> bool:
         """No client, or the attached one's connection is known to be lost (its stream has not noticed yet)."""
@@ -312,7 +319,7 @@ class RunChannel:
             # The client already saw the terminal event: nothing is left to tell it.  A client that
             # missed even one event, the terminal one included, still gets that tail.
             raise AguiError("RUN_ALREADY_TERMINAL")
-        first = 0 if after_seq is None else after_seq + 1
+        first = self._base_seq if after_seq is None else max(after_seq + 1, self._base_seq)
         oldest = self._frames[0][0] if self._frames else self._next_seq
         if first >= oldest:
             return [frame for seq, frame in self._frames if seq >= first]

@@ -202,8 +202,10 @@ class RunManager:
         run.profile = profile           # set before the worker exists, so before any close can be seen
         try:
             run.keep_without_client = keep_without_client
-            run.channel.use_log(self._open_run_log(req, admitted.state, dict(
-                profile.header_fields(), language=language, keepWithoutClient=keep_without_client)))
+            header = dict(profile.header_fields(), language=language, keepWithoutClient=keep_without_client)
+            if admitted.first_seq:
+                header["firstSeq"] = admitted.first_seq     # a continuation: the segment's first id
+            run.channel.use_log(self._open_run_log(req, admitted.state, header))
             worker, sub = self._prepare(run, req, admitted, language)
             worker.open()            # RUN_STARTED is queued from this (the request's) thread
             if start_thread:
@@ -241,7 +243,8 @@ class RunManager:
         run.channel.close()
 
     def _forget(self, run: "LiveRun") -> None:
-        self._live.pop(run.key, None)
+        if self._live.get(run.key) is run:      # else a continuation of the run already took its place
+            del self._live[run.key]
         if self._by_execution.get(run.execution_id) is run:
             del self._by_execution[run.execution_id]
 
@@ -334,7 +337,7 @@ class RunManager:
         if lease is None:   # cannot happen: admit() refuses a held lease; never run without one
             raise AguiError("THREAD_BUSY")
         channel = RunChannel(self.settings.replay_buffer_events, self.settings.queue_max_events, budget=self.budget,
-                             queue_max_bytes=self.settings.stream_buffer_bytes)
+                             first_seq=admitted.first_seq, queue_max_bytes=self.settings.stream_buffer_bytes)
         return self.register_run(req, admitted.state, lease, channel), admitted
 
     def _check_runtime(self, state: Optional[ThreadState]) -> None:
@@ -445,7 +448,8 @@ class RunManager:
         with self._idle:
             self._forget(run)
             self.ended_total += 1
-            self.kept.add_locked(run)
+            if self._live.get(run.key) is None:     # a live continuation is what the run id names now
+                self.kept.add_locked(run)
             self._idle.notify_all()
 
     def _count_end(self, worker: RunWorker) -> None:

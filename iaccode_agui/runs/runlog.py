@@ -198,7 +198,8 @@ class RunLogStore:
         self._ready = True
 
     def create(self, thread_id: str, run_id: str, header: Dict[str, Any]) -> RunLogWriter:
-        """A new log for a run (run ids are never reused on a thread, so any old file is stale).
+        """A new log for a run.  A run id comes back only as the continuation of its interrupted run, whose
+        log takes the old one's place (the run id names its latest segment), so any old file is replaced.
 
         The log is made under a private name, locked, given its header, then renamed into place: a
         retention sweep only ever sees it locked (live), so it can never remove a log being created.

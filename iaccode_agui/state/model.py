@@ -67,6 +67,18 @@ class Execution:
     pending: Dict[str, PendingInterrupt] = field(default_factory=dict)
     # Interrupts cleared because they expired: a late resume of them is told EXECUTION_EXPIRED.
     expired_interrupt_ids: List[str] = field(default_factory=list)
+    # The run whose end announced interrupts of this execution most recently: a resume may carry its run id
+    # and continue it (``runs.admission``); ``continuations`` counts the continuations admitted under it.
+    interrupted_run_id: Optional[str] = None
+    continuations: int = 0
+
+    def note_interrupted(self, run_id: str) -> bool:
+        """``run_id`` ended in interrupts; a continuation of it that interrupts again keeps its count."""
+        if self.interrupted_run_id == run_id:
+            return False
+        self.interrupted_run_id = run_id
+        self.continuations = 0
+        return True
 
     def expire_interrupts(self, now: float) -> bool:
         """The one expiry rule: a single expired interrupt expires every pending one of the execution.
@@ -228,6 +240,8 @@ class ThreadState:
         }
         if self.runtime is not None:
             doc["runtime"] = self.runtime
+        if ex.interrupted_run_id is not None:
+            doc["execution"].update(interruptedRunId=ex.interrupted_run_id, continuations=ex.continuations)
         found = find_secret_keys(doc)
         if found:
             raise ValueError("thread state must not contain credentials (keys: %s)" % ", ".join(sorted(found)))
@@ -285,6 +299,7 @@ _EXECUTION_KEYS = (
     "executionId", "rosInvocationId", "taskId", "pipelineSequence", "pipelineOpenSteps",
     "textSnapshotDigests", "pending", "expiredInterruptIds",
 )
+_OPTIONAL_EXECUTION_KEYS = ("interruptedRunId", "continuations")   # together, or neither
 _PENDING_KEYS = ("value", "sideband", "expiresAt", "answerDigest")
 _APPLIED_KEYS = ("executionId", "interruptId", "digest")
 _ACTIVE_RUN_KEYS = ("runId", "owner", "startedAt", "kind")
@@ -352,8 +367,11 @@ def _digest(value: Any, where: str) -> str:
 
 
 def _execution(value: Any) -> Execution:
-    ex = _object(value, "execution", _EXECUTION_KEYS)
+    ex = _object(value, "execution", _EXECUTION_KEYS, optional=_OPTIONAL_EXECUTION_KEYS)
     cursor = ex["pipelineSequence"]
+    continued = ex.get("continuations", 0)
+    _require(("interruptedRunId" in ex) == ("continuations" in ex), "execution.interruptedRunId needs continuations")
+    _require(type(continued) is int and continued >= 0, "execution.continuations must be a non-negative integer")
     _require(type(cursor) is int and cursor >= 0, "execution.pipelineSequence must be a non-negative integer")
     digests = _string_list(ex["textSnapshotDigests"], "execution.textSnapshotDigests")
     for item in digests:
@@ -367,6 +385,8 @@ def _execution(value: Any) -> Execution:
         text_snapshot_digests=sorted(set(digests)),
         pending=_pending_map(ex["pending"]),
         expired_interrupt_ids=sorted(set(_string_list(ex["expiredInterruptIds"], "execution.expiredInterruptIds"))),
+        interrupted_run_id=_optional(ex.get("interruptedRunId"), "execution.interruptedRunId", _string),
+        continuations=continued,
     )
 
 
