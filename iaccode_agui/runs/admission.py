@@ -35,6 +35,21 @@ RUN_ID_REUSE = {
 }
 
 
+# A request on a thread whose live run no client is attached to (here or through another process): does that
+# run yield, cancelled so that the request is admitted?  (kept without a client, as on /ag-ui/agent?,
+# reconnect grace set?) -> yields.  A run with a client attached never yields: the thread is busy.
+DETACHED_RUN_YIELDS = {
+    (False, False): True,    # POST /: its disconnect cancels it anyway; the request only comes first
+    (False, True): False,    # POST / with a reconnect grace: it waits for its client's re-attach
+    (True, False): True,     # /ag-ui/agent: a new message is the stop of a client that never calls the stop route
+    (True, True): True,
+}
+
+
+def detached_run_yields(keep_without_client: bool, reconnect_grace: float) -> bool:
+    return DETACHED_RUN_YIELDS[(bool(keep_without_client), reconnect_grace > 0)]
+
+
 @dataclasses.dataclass
 class Admission:
     state: ThreadState                    # the state to save (already mutated copy)

@@ -59,6 +59,11 @@ class Subscription:
 
 
 class RunChannel:
+    # Makes the mark that tells other processes a client is attached here (``runs.detached``), when set;
+    # held while this channel has a subscriber, until it ends.
+    marker: Optional[Callable[[], Any]] = None
+    _mark: Any = None
+
     def __init__(self, max_buffer: int = 10000, queue_max: int = 4096, *, run_log: Optional[RunLogWriter] = None,
                  budget: Optional[ReplayBudget] = None, first_seq: int = 0, base_seq: Optional[int] = None,
                  queue_max_bytes: Optional[int] = None) -> None:
@@ -119,6 +124,15 @@ class RunChannel:
         """No client, or the attached one's connection is known to be lost (its stream has not noticed yet)."""
         sub = self._subscriber
         return sub is None or (sub.gone is not None and sub.gone())
+
+    def cancel_if_detached(self, cancel: Callable[[], None]) -> bool:
+        """``cancel()`` when no client is attached, decided and done under the lock that attaches clients:
+        a re-attach either comes first (nothing is cancelled) or sees the run end; True when cancelled."""
+        with self._lock:
+            if not self.client_gone():
+                return False
+            cancel()
+            return True
 
     def publish(self, event: Dict[str, Any]) -> None:
         """Encode ``event`` with the next id; inside ``batch()`` it goes out at the next flush."""
@@ -265,6 +279,7 @@ class RunChannel:
                 return
             frames, sub = self._flush_locked() if self._pending else ([], self._subscriber)
             self.closed = True
+            self._release_mark_locked()
             run_log, self._log = self._log, None
             if run_log is not None:
                 try:
@@ -309,7 +324,14 @@ class RunChannel:
         self._subscriber = sub
         if self.closed:
             sub.queue.put_final(END)
+        elif self.marker is not None and self._mark is None:
+            self._mark = self.marker()
         return sub
+
+    def _release_mark_locked(self) -> None:
+        mark, self._mark = self._mark, None
+        if mark is not None:
+            mark.release()
 
     def _replay_after(self, after_seq: Optional[int]) -> Iterable[bytes]:
         """Frames with an id above ``after_seq`` (all with None) up to the newest published (lock held)."""
@@ -344,3 +366,4 @@ class RunChannel:
         with self._lock:
             if self._subscriber is sub:
                 self._subscriber = None
+                self._release_mark_locked()

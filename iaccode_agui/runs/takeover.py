@@ -26,7 +26,7 @@ from iaccode_agui.projection.adopt import AdoptedProjector
 from iaccode_agui.projection.inflight import judge_in_flight
 from iaccode_agui.projection.run import ProtocolViolation
 from iaccode_agui.projection.states import TaskState
-from iaccode_agui.runs import logformat
+from iaccode_agui.runs import detached, logformat
 from iaccode_agui.runs.channel import RunChannel, encode_agui_event
 from iaccode_agui.runs.logformat import Record
 from iaccode_agui.runs.profile import publisher_for
@@ -210,6 +210,8 @@ class Takeover:
                                    driver=drive_adopted, on_end=lambda w: manager._ended(run),
                                    on_release=lambda: manager._released(run), spares=manager.spares)
             run.keep_without_client = bool(header.get("keepWithoutClient"))
+            if run.keep_without_client:
+                detached.mark_attached(manager, run)
             run.adopted = True
 
         # Complete before it is visible: a new request must see an adopted run with its worker, not a
