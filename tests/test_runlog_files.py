@@ -104,6 +104,24 @@ def test_watch_marks_are_visible_across_handles_and_cleaned_up(store):
     assert os.listdir(store.runs_dir) == []
 
 
+def test_the_owners_client_mark_is_held_while_attached_and_cleaned_up(store):
+    """A channel with a marker holds the run's ``.client`` mark while it has a subscriber, apart from the
+    ``.watch`` marks of followers elsewhere; retention removes it with its log."""
+    writer = store.create("t", "r", {})
+    channel = RunChannel(10, 100, run_log=writer)
+    channel.marker = lambda: store.watch("t", "r", runlog.CLIENT_SUFFIX)
+    sub = channel.attach()
+    assert store.watched("t", "r", runlog.CLIENT_SUFFIX) and not store.watched("t", "r")
+    sub.detach()
+    assert not store.watched("t", "r", runlog.CLIENT_SUFFIX)
+    channel.attach()
+    channel.close("success")              # the run ended: nobody needs to know about its client any more
+    assert not store.watched("t", "r", runlog.CLIENT_SUFFIX)
+    os.utime(writer.path, (0, 0))
+    store.sweep()
+    assert os.listdir(store.runs_dir) == []
+
+
 def test_a_disabled_store_opens_nothing(tmp_path):
     store = RunLogStore(str(tmp_path), ttl=600, max_bytes=0)
     assert not store.enabled and store.open_reader("t", "r") is None
