@@ -13,3 +13,11 @@ def test_an_empty_resume_list_on_a_waiting_thread_asks_for_the_answers(adapter):
     interrupt_of(adapter.run(adapter.body("please write a file", thread="empty-3")))
     response = adapter.post(adapter.body("hello", thread="empty-3", resume=[]))
     assert response.status_code == 409 and response.json()["error"]["code"] == "RESUME_REQUIRED"
+
+
+def test_a_resume_under_the_interrupted_run_id_continues_that_run(adapter):
+    first = adapter.body("please write a file", thread="same-id", run="r1")
+    interrupt = interrupt_of(adapter.run(first))
+    resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+    events = adapter.run(dict(first, messages=[], resume=resume))
+    assert events[0]["runId"] == "r1" and events[-1]["outcome"] == {"type": "success"}

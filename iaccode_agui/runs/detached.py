@@ -23,6 +23,7 @@ import time
 from typing import Any, Optional
 
 from iaccode_agui.errors import AguiError
+from iaccode_agui.runs.cancel import CANCELLED
 from iaccode_agui.runs.runlog import CLIENT_SUFFIX
 from iaccode_agui.state.model import ThreadState
 from iaccode_agui.state.store import StateError
@@ -50,9 +51,11 @@ def free_elsewhere(manager: Any, thread_id: str) -> bool:
     log.info("thread %s: a new request cancels run %s of another process, to which no client is attached",
              thread_id, state.active_run.run_id if state.active_run else "?")
     try:
-        manager.cancel(execution.execution_id, thread_id, execution.ros_invocation_id)
+        status = manager.cancel(execution.execution_id, thread_id, execution.ros_invocation_id)["status"]
     except AguiError as exc:
-        log.info("thread %s: the detached run could not be cancelled: %s", thread_id, exc.code)
+        status = exc.code
+    if status != CANCELLED:     # e.g. no task yet: nothing another process could cancel
+        log.info("thread %s: the detached run was not cancelled: %s", thread_id, status)
         return False
     deadline = time.monotonic() + YIELD_WAIT
     while time.monotonic() < deadline:
