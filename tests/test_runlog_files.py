@@ -104,19 +104,26 @@ def test_watch_marks_are_visible_across_handles_and_cleaned_up(store):
     assert os.listdir(store.runs_dir) == []
 
 
-def test_the_owners_client_mark_is_held_while_attached_and_cleaned_up(store):
-    """A channel with a marker holds the run's ``.client`` mark while it has a subscriber, apart from the
-    ``.watch`` marks of followers elsewhere; retention removes it with its log."""
+def test_the_owners_detached_mark_is_held_while_no_client_is_attached_and_cleaned_up(store):
+    """A channel with a marker holds the run's ``.detached`` mark while its client is gone (taken when the
+    client leaves: a first attach makes no file), apart from the ``.watch`` marks of followers elsewhere;
+    retention removes it with its log."""
     writer = store.create("t", "r", {})
     channel = RunChannel(10, 100, run_log=writer)
-    channel.marker = lambda: store.watch("t", "r", runlog.CLIENT_SUFFIX)
+    channel.use_marker(lambda: store.watch("t", "r", runlog.DETACHED_SUFFIX))
     sub = channel.attach()
-    assert store.watched("t", "r", runlog.CLIENT_SUFFIX) and not store.watched("t", "r")
+    assert os.listdir(store.runs_dir) == [os.path.basename(writer.path)]
     sub.detach()
-    assert not store.watched("t", "r", runlog.CLIENT_SUFFIX)
-    channel.attach()
-    channel.close("success")              # the run ended: nobody needs to know about its client any more
-    assert not store.watched("t", "r", runlog.CLIENT_SUFFIX)
+    assert store.watched("t", "r", runlog.DETACHED_SUFFIX) and not store.watched("t", "r")
+    again = channel.attach()
+    assert not store.watched("t", "r", runlog.DETACHED_SUFFIX)
+    again.detach()
+    channel.close("success")              # the run ended: nobody needs to know about its clients any more
+    assert not store.watched("t", "r", runlog.DETACHED_SUFFIX)
+    adopted = RunChannel(10, 100)
+    adopted.use_marker(lambda: store.watch("t", "a", runlog.DETACHED_SUFFIX), detached_now=True)
+    assert store.watched("t", "a", runlog.DETACHED_SUFFIX)
+    adopted.close("success")
     os.utime(writer.path, (0, 0))
     store.sweep()
     assert os.listdir(store.runs_dir) == []

@@ -101,18 +101,19 @@ def test_a_run_followed_through_another_process_keeps_the_thread_busy(adapter_fa
 
 def test_a_new_message_reaching_another_process_cancels_the_detached_run(adapter_factory, workspace, tmp_path,
                                                                          demo):
-    """The owner marks its own client on the run's ``.client`` file; without it (and without a follower)
-    the other process cancels the run through the shared state and is admitted.  Before: 409 for good."""
+    """The owner marks a run whose client left on the run's ``.detached`` file; with it (and without a
+    follower) the other process cancels the run through the shared state and is admitted.  Before: 409."""
     shared = str(tmp_path / "shared")
     owner = adapter_factory(default_cwd=workspace, state_dir=shared)
     other = adapter_factory(default_cwd=workspace, state_dir=shared)
     reader, seen = start_slow(owner, "d-3")
-    # While the owner's client is attached, the other process sees the mark and refuses.
+    # While the owner's client is attached there is no mark: the other process refuses.
     assert error_of(ac_post(other, ac_body("hello", thread="d-3")))[:2] == (409, "SESSION_UNAVAILABLE")
     assert cancels(demo) == []
     reader.close()
     run = owner.app.manager.find_run("d-3", "r-slow")
     assert wait_for(lambda: not run.channel.attached, 10)       # the owner noticed the disconnect
+    assert owner.app.manager.runlogs.watched("d-3", "r-slow", ".detached")
     second = ac_post(other, ac_body("hello", thread="d-3", run="r-next"), timeout=60)
     assert second.status_code == 200, second.text[-300:]
     assert parse_sse(second.content)[0][-1]["type"] == "RUN_FINISHED"

@@ -59,8 +59,9 @@ class Subscription:
 
 
 class RunChannel:
-    # Makes the mark that tells other processes a client is attached here (``runs.detached``), when set;
-    # held while this channel has a subscriber, until it ends.
+    # Makes the mark that tells other processes no client is attached here (``runs.detached``), when set:
+    # taken when the subscriber leaves, given up when one attaches or the run ends.  Only a disconnect pays
+    # for it (a file and a lock); a run's first attach costs nothing.
     marker: Optional[Callable[[], Any]] = None
     _mark: Any = None
 
@@ -324,9 +325,15 @@ class RunChannel:
         self._subscriber = sub
         if self.closed:
             sub.queue.put_final(END)
-        elif self.marker is not None and self._mark is None:
-            self._mark = self.marker()
+        self._release_mark_locked()
         return sub
+
+    def use_marker(self, marker: Callable[[], Any], detached_now: bool = False) -> None:
+        """Set ``marker``; ``detached_now`` marks at once a run that has no client yet (an adopted one)."""
+        with self._lock:
+            self.marker = marker
+            if detached_now and self._subscriber is None and not self.closed and self._mark is None:
+                self._mark = marker()
 
     def _release_mark_locked(self) -> None:
         mark, self._mark = self._mark, None
@@ -366,4 +373,5 @@ class RunChannel:
         with self._lock:
             if self._subscriber is sub:
                 self._subscriber = None
-                self._release_mark_locked()
+                if self.marker is not None and not self.closed and self._mark is None:
+                    self._mark = self.marker()

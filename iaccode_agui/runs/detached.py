@@ -6,16 +6,17 @@ no longer wanted.  Within one process the manager sees whether the run has a cli
 (``RunManager._free_abandoned``); a run owned by another process on the state directory is judged from
 what that process leaves on disk:
 
-- the owner holds a shared ``flock`` on the run's ``.client`` file while a client of its own is attached
-  (``mark_attached``), and a client following the run through a third process holds one on its ``.watch``
-  file, so "no client anywhere" is "neither mark is held";
+- the owner holds a shared ``flock`` on the run's ``.detached`` file while no client of its own is attached
+  (``mark_detached``; taken when its client leaves, so a run that keeps its client never makes the file),
+  and a client following the run through a third process holds one on its ``.watch`` file, so "no client
+  anywhere" is "the first is held and the second is not";
 - the run log's header says whether the run is kept without a client, and its writer's lock that the owner
   is alive (a dead owner's run is adopted first, as any orphan).
 
 Then the run is cancelled as a stop that reaches another process cancels it (``RunManager.cancel``: one
 ``CancelTask``, the owner's stream ends with ``RUN_CANCELLED``) and the request waits for the thread.  A
 client that attaches between the probe and the cancel reads the run's end.  The owner notices a dropped
-connection within its disconnect poll; until then its mark is held and the request is told the thread is
+connection within its disconnect poll; until then there is no mark and the request is told the thread is
 busy, as it would be on the owner.
 """
 import logging
@@ -24,7 +25,7 @@ from typing import Any, Optional
 
 from iaccode_agui.errors import AguiError
 from iaccode_agui.runs.cancel import CANCELLED
-from iaccode_agui.runs.runlog import CLIENT_SUFFIX
+from iaccode_agui.runs.runlog import DETACHED_SUFFIX
 from iaccode_agui.state.model import ThreadState
 from iaccode_agui.state.store import StateError
 
@@ -34,11 +35,12 @@ YIELD_WAIT = 5.0        # how long a request waits for a run cancelled in anothe
 YIELD_POLL = 0.05
 
 
-def mark_attached(manager: Any, run: Any) -> None:
-    """Have the run's channel hold the ``.client`` mark while a client is attached (logs enabled only)."""
+def mark_detached(manager: Any, run: Any, now: bool = False) -> None:
+    """Have the run's channel hold the ``.detached`` mark while no client is attached (logs enabled only);
+    ``now`` for a run that starts without one (adopted after its owner died)."""
     runlogs = manager.runlogs
     if runlogs.enabled:
-        run.channel.marker = lambda: runlogs.watch(run.thread_id, run.run_id, CLIENT_SUFFIX)
+        run.channel.use_marker(lambda: runlogs.watch(run.thread_id, run.run_id, DETACHED_SUFFIX), now)
 
 
 def free_elsewhere(manager: Any, thread_id: str) -> bool:
@@ -91,6 +93,6 @@ def _detached_elsewhere(manager: Any, thread_id: str) -> Optional[ThreadState]:
         reader.close()
     if not (alive and header.get("keepWithoutClient") and header.get("executionId") == state.execution.execution_id):
         return None
-    if runlogs.watched(thread_id, active.run_id) or runlogs.watched(thread_id, active.run_id, CLIENT_SUFFIX):
+    if runlogs.watched(thread_id, active.run_id) or not runlogs.watched(thread_id, active.run_id, DETACHED_SUFFIX):
         return None
     return state

@@ -202,7 +202,7 @@ class RunManager:
         try:
             run.keep_without_client = keep_without_client
             if keep_without_client:
-                detached.mark_attached(self, run)       # before its first client attaches
+                detached.mark_detached(self, run)       # marked whenever its client leaves
             header = dict(profile.header_fields(), language=language, keepWithoutClient=keep_without_client)
             if admitted.first_seq:
                 header["firstSeq"] = admitted.first_seq     # a continuation: the segment's first id

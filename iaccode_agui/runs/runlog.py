@@ -12,7 +12,7 @@ Why the files look the way they do:
 - A client that re-attaches through another process holds a shared ``flock`` on the run's ``.watch`` file
   while it reads; the owner probes it to know that somebody is still listening (its reconnect-grace timer
   must not cancel a run that is followed elsewhere).  The owner of a run kept without a client holds one on
-  the run's ``.client`` file while a client of its own is attached, so a request on the thread reaching
+  the run's ``.detached`` file while no client of its own is attached, so a request on the thread reaching
   another process can tell whether anybody is attached to the run at all (``runs.detached``).
 - Names come from the thread and run ids through the same safe key scheme as the thread files; files are
   0600 in a 0700 directory.  Retention removes finished logs older than the TTL, then the oldest ones
@@ -42,7 +42,7 @@ _DIR_MODE = 0o700
 _FILE_MODE = 0o600
 CREATING_SUFFIX = ".creating"   # a log being created: never a ".log" until it is locked and has its header
 WATCH_SUFFIX = ".watch"         # marks of clients following a run from another process
-CLIENT_SUFFIX = ".client"       # the owner's mark of its own client, for a run kept without one
+DETACHED_SUFFIX = ".detached"   # the owner's mark of a run kept without a client that has none attached
 CREATE_ATTEMPTS = 5
 CREATING_STALE = 60.0           # an unlocked creation file this old was left by a process that died
 
@@ -323,7 +323,7 @@ class RunLogStore:
         return os.path.join(self.runs_dir, run_file_stem(thread_id, run_id) + suffix)
 
     def watch(self, thread_id: str, run_id: str, suffix: str = WATCH_SUFFIX) -> Optional[WatchMark]:
-        """Mark the run as followed (``.watch``: a client elsewhere; ``.client``: the owner's own client)."""
+        """Mark the run (``.watch``: followed by a client elsewhere; ``.detached``: no client at its owner)."""
         path = self._watch_path(thread_id, run_id, suffix)
         try:
             self._ensure_dir()
@@ -360,7 +360,7 @@ class RunLogStore:
         removed = retention.sweep(self.runs_dir, self._closed, self.ttl, self.max_bytes, now,
                                   lambda name, path: others.append((name, path)))
         for name, path in others:
-            if name.endswith(WATCH_SUFFIX) or name.endswith(CLIENT_SUFFIX):
+            if name.endswith(WATCH_SUFFIX) or name.endswith(DETACHED_SUFFIX):
                 self._drop_unwatched(path)
             elif name.endswith(CREATING_SUFFIX):
                 self._drop_dead_creation(path, now)

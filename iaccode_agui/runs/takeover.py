@@ -211,7 +211,7 @@ class Takeover:
                                    on_release=lambda: manager._released(run), spares=manager.spares)
             run.keep_without_client = bool(header.get("keepWithoutClient"))
             if run.keep_without_client:
-                detached.mark_attached(manager, run)
+                detached.mark_detached(manager, run, now=True)     # it has no client yet
             run.adopted = True
 
         # Complete before it is visible: a new request must see an adopted run with its worker, not a
