@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Callable, Mapping, NoReturn, Optional, TypeVar
 
-from iaccode_agui.config import ConfigError
+from iaccode_agui.config import MAX_SECONDS, ConfigError
 
 EXIT_USAGE = 2
 Number = TypeVar("Number", int, float)
@@ -46,8 +46,8 @@ def _number(kind: Callable[[str], float], what: str, minimum: float, strict: boo
     return convert
 
 
-seconds = _number(float, "a number of seconds >= 0", 0, strict=False, maximum=1e9)
-positive_seconds = _number(float, "a number of seconds > 0", 0, strict=True, maximum=1e9)
+seconds = _number(float, "a number of seconds >= 0", 0, strict=False, maximum=MAX_SECONDS)
+positive_seconds = _number(float, "a number of seconds > 0", 0, strict=True, maximum=MAX_SECONDS)
 count = _number(int, "a whole number >= 0", 0, strict=False)
 port = _number(int, "a port number between 1 and 65535", 0, strict=True, maximum=65535)
 megabytes = _number(float, "a number of megabytes >= 0", 0, strict=False, maximum=1e9)

@@ -115,6 +115,8 @@ def agentcore_settings(args: argparse.Namespace, env: Mapping[str, str]) -> Dict
                                         MAX_IMAGES_BYTES, POSITIVE_COUNT),
         "max_sse_event_bytes": flag_or_env(args.max_sse_event_bytes, env, "IAC_CODE_AGUI_MAX_SSE_EVENT_BYTES",
                                            MAX_SSE_EVENT_BYTES, EVENT_BYTES),
+        "detached_run_timeout": flag_or_env(args.detached_run_timeout, env, "IAC_CODE_AGUI_DETACHED_RUN_TIMEOUT",
+                                            0.0, seconds),
     }
 
 

@@ -67,6 +67,7 @@ ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_MAX_IMAGE_BYTES              --max-image-bytes
   IAC_CODE_AGUI_MAX_IMAGES_BYTES             --max-images-bytes
   IAC_CODE_AGUI_MAX_SSE_EVENT_BYTES          --max-sse-event-bytes
+  IAC_CODE_AGUI_DETACHED_RUN_TIMEOUT         --detached-run-timeout
 """ % os.pathsep
 
 
@@ -90,6 +91,9 @@ def add_agentcore_flags(add: Any) -> None:
     add("--max-sse-event-bytes", type=EVENT_BYTES,
         help="largest SSE event on /ag-ui/agent; longer deltas are split, tool results truncated "
              "(default %d = 1 MiB)" % MAX_SSE_EVENT_BYTES)
+    add("--detached-run-timeout", type=seconds,
+        help="seconds a run of /ag-ui/agent goes on with no client attached before it is cancelled "
+             "(default 0 = until it ends)")
 
 
 def build_parser() -> argparse.ArgumentParser:

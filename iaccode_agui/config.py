@@ -30,6 +30,7 @@ MIN_SSE_EVENT_BYTES = 4096      # room for one event with its framing and a usef
 DEFAULT_FILE_LINK_TTL = 3600.0
 MAX_FILE_LINKS = 10000
 DEFAULT_TAKEOVER_GRACE = 60.0
+MAX_SECONDS = 10 ** 9           # the largest duration a flag takes (``argtypes.seconds``)
 DEFAULT_MAX_JSON_DEPTH = 64
 DEFAULT_MAX_MESSAGES = 10000
 # Values in one request body (arrays, objects, and the commas and colons between their parts).  Ten
@@ -95,6 +96,7 @@ class Settings:
     file_link_ttl: float = DEFAULT_FILE_LINK_TTL
     max_file_links: int = MAX_FILE_LINKS       # live links held in memory; the oldest is dropped beyond it
     takeover_grace: float = DEFAULT_TAKEOVER_GRACE    # an adopted run without a client is cancelled after it
+    detached_run_timeout: float = 0.0          # /ag-ui/agent: a run nobody is attached to is cancelled after it
 
     @property
     def largest_request_bytes(self) -> int:
@@ -132,6 +134,8 @@ class Settings:
             raise ConfigError("the stream buffer must be at least %d bytes" % MIN_STREAM_BUFFER_BYTES)
         if self.file_link_ttl <= 0 or self.max_file_links < 1:
             raise ConfigError("file links need a lifetime > 0 seconds and room for at least one link")
+        if not 0 <= self.detached_run_timeout <= MAX_SECONDS:
+            raise ConfigError("the detached run timeout must be 0 (keep running) to %d seconds" % MAX_SECONDS)
 
 
     def _check_kept(self) -> None:

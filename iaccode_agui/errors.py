@@ -48,6 +48,8 @@ MSG_DUPLICATE_RUN_ID = "The AG-UI run id has already been used."
 MSG_THREAD_BUSY = "The AG-UI thread already has an active run."
 MSG_THREAD_BINDING_CONFLICT = "The AG-UI thread is already bound to another workspace or caller."
 MSG_RESUME_REQUIRED = "The AG-UI thread is waiting for interrupt responses."
+MSG_RESUME_NOT_BY_TOOL_MESSAGE = ("The AG-UI thread is waiting for interrupt responses; a tool message does not answer an "
+                                  "interrupt: send the answer in resume.")
 MSG_EXECUTION_LOST = "The execution to resume is no longer available."
 MSG_RESUME_MISMATCH = "The resume request does not match the interrupted run."
 MSG_TASK_UNAVAILABLE = "The A2A task to resume is unavailable."

@@ -106,6 +106,9 @@ class RunRequest:
     user_message: Optional[UserMessage]
     resume: Optional[List[Dict[str, Any]]]
     digest: str
+    # No resume and the newest message is a ``tool`` message: a client answering an interrupt the wrong way
+    # (only ``resume`` answers one; a tool message is history, never sent upstream).
+    tool_answer: bool = False
 
     @property
     def is_resume(self) -> bool:
@@ -252,6 +255,7 @@ def parse_run_request(body: Any, allowed_cwds: Sequence[str], policy: InputPolic
         user_message=user_message,
         resume=resume,
         digest=digest,
+        tool_answer=resume is None and bool(body["messages"]) and body["messages"][-1]["role"] == "tool",
     )
 
 

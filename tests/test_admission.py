@@ -1,9 +1,11 @@
 """Admission rules (pure): state in, new state or a coded error out."""
+import dataclasses
+
 import pytest
 
-from iaccode_agui.errors import AguiError
+from iaccode_agui.errors import MSG_RESUME_NOT_BY_TOOL_MESSAGE, MSG_RESUME_REQUIRED, AguiError
 from iaccode_agui.inputs import RunRequest, UserMessage
-from iaccode_agui.runs.admission import admit
+from iaccode_agui.runs.admission import MAX_CONTINUATIONS, SEGMENT_SPAN, admit
 from iaccode_agui.state.model import ActiveRun, Execution, PendingInterrupt, ThreadState
 
 NOW = 1_800_000_000.0
@@ -126,3 +128,64 @@ def test_one_expired_interrupt_expires_the_execution_for_a_new_turn_too():
     del unexpired["p-1"]
     assert code_of(lambda: admit(state(pending=unexpired), request(), owner="me", now=NOW,
                                  lease_free=True))[0] == "RESUME_REQUIRED"
+
+
+# --- a resume carrying the interrupted run's id (its continuation) ----------------------------------------
+
+def interrupted(run="r1", continuations=0, pend=True):
+    saved = state(pending=pending() if pend else None)
+    saved.execution.interrupted_run_id, saved.execution.continuations = run, continuations
+    return saved
+
+
+ANSWER = [{"interruptId": "p-1", "status": "resolved", "payload": {"decision": "allow_once"}}]
+
+
+@pytest.mark.parametrize("same_request,continues,expected", [
+    (True, True, "DUPLICATE_RUN_ID"), (True, False, "DUPLICATE_RUN_ID"),
+    (False, True, None), (False, False, "RUN_ID_CONFLICT")])
+def test_the_run_id_reuse_table(same_request, continues, expected):
+    saved = interrupted(run="r1" if continues else "r0")
+    req = request(run="r1", digest="a" * 64 if same_request else "b" * 64, resume=ANSWER)
+    if expected is None:
+        assert admit(saved, req, owner="me", now=NOW, lease_free=True).first_seq == SEGMENT_SPAN
+    else:
+        assert code_of(lambda: admit(saved, req, owner="me", now=NOW, lease_free=True))[0] == expected
+
+
+def test_a_continuation_is_admitted_like_a_fresh_resume_in_the_next_segment():
+    fresh = admit(interrupted(), request(run="r9", resume=ANSWER), owner="me", now=NOW, lease_free=True)
+    same = admit(interrupted(continuations=2), request(run="r1", resume=ANSWER), owner="me", now=NOW,
+                 lease_free=True)
+    assert fresh.first_seq == 0 and same.first_seq == 3 * SEGMENT_SPAN
+    assert same.state.execution.continuations == 3 and fresh.state.execution.continuations == 0
+    assert same.state.active_run.kind == fresh.state.active_run.kind == "resume"
+    assert same.state.run_digests["r1"] == "d" * 64          # the run id now names the continuation's request
+    assert same.state.execution.execution_id == fresh.state.execution.execution_id == "exec-1"
+
+
+def test_what_is_never_a_continuation():
+    # A new turn under the interrupted run's id, a resume under another known run id, a run id that has
+    # used up its continuations (its ids would leave Last-Event-ID's range): refused as before.
+    assert code_of(lambda: admit(interrupted(pend=False), request(run="r1", digest="b" * 64), owner="me",
+                                 now=NOW, lease_free=True))[0] == "RUN_ID_CONFLICT"
+    assert code_of(lambda: admit(interrupted(run="r0"), request(run="r1", resume=ANSWER), owner="me", now=NOW,
+                                 lease_free=True))[0] == "RUN_ID_CONFLICT"
+    assert code_of(lambda: admit(interrupted(continuations=MAX_CONTINUATIONS), request(run="r1", resume=ANSWER),
+                                 owner="me", now=NOW, lease_free=True))[0] == "RUN_ID_CONFLICT"
+    assert (MAX_CONTINUATIONS + 1) * SEGMENT_SPAN < min(10 ** 15, 2 ** 53)
+
+
+def test_a_continuation_whose_run_id_left_the_window_is_still_one():
+    saved = interrupted()
+    saved.run_digests.clear()
+    assert admit(saved, request(run="r1", resume=ANSWER), owner="me", now=NOW, lease_free=True).first_seq == \
+        SEGMENT_SPAN
+
+
+def test_a_tool_message_without_resume_is_told_to_send_resume():
+    req = dataclasses.replace(request(run="r2"), tool_answer=True)
+    assert code_of(lambda: admit(interrupted(), req, owner="me", now=NOW, lease_free=True)) == (
+        "RESUME_REQUIRED", MSG_RESUME_NOT_BY_TOOL_MESSAGE)
+    assert code_of(lambda: admit(interrupted(), request(run="r2"), owner="me", now=NOW, lease_free=True)) == (
+        "RESUME_REQUIRED", MSG_RESUME_REQUIRED)

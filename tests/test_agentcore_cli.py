@@ -36,10 +36,23 @@ def test_defaults_without_flags(workspace, tmp_path):
 @pytest.mark.parametrize("env", [{"IAC_CODE_AGUI_MAX_SSE_EVENT_BYTES": "lots"},
                                  {"IAC_CODE_AGUI_MAX_SSE_EVENT_BYTES": "100"},
                                  {"IAC_CODE_AGUI_MAX_IMAGE_BYTES": "0"},
-                                 {"IAC_CODE_AGUI_DEFAULT_CWD": "/"}])
+                                 {"IAC_CODE_AGUI_DEFAULT_CWD": "/"},
+                                 {"IAC_CODE_AGUI_DETACHED_RUN_TIMEOUT": "-1"},
+                                 {"IAC_CODE_AGUI_DETACHED_RUN_TIMEOUT": "2e9"},
+                                 {"IAC_CODE_AGUI_DETACHED_RUN_TIMEOUT": "soon"}])
 def test_unusable_values_are_config_errors(workspace, tmp_path, env):
     with pytest.raises(ConfigError):
         settings([], dict(env, IAC_CODE_AGUI_STATE_DIR=str(tmp_path)), workspace)
+
+
+def test_the_detached_run_timeout_flag_and_variable(workspace, tmp_path):
+    env = {"IAC_CODE_AGUI_STATE_DIR": str(tmp_path)}
+    assert settings([], env, workspace).detached_run_timeout == 0.0       # keep running, as before
+    assert settings([], dict(env, IAC_CODE_AGUI_DETACHED_RUN_TIMEOUT="90"), workspace).detached_run_timeout == 90
+    assert settings(["--detached-run-timeout", "2.5"], dict(env, IAC_CODE_AGUI_DETACHED_RUN_TIMEOUT="90"),
+                    workspace).detached_run_timeout == 2.5
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["--detached-run-timeout", "-3"])
 
 
 def test_cli_exits_2_on_a_default_cwd_outside_the_roots(workspace, tmp_path, capsys, monkeypatch):

@@ -22,3 +22,11 @@ def test_a_tool_call_ends_the_text_before_it_and_the_answer_is_a_new_message(ada
     assert kinds[call - 1] == "TEXT_MESSAGE_END" and events[call]["parentMessageId"] == events[call - 1]["messageId"]
     starts = [e["messageId"] for e in events if e["type"] == "TEXT_MESSAGE_START"]
     assert len(starts) == 2 and starts[0] != starts[1] and kinds.index("TEXT_MESSAGE_START", call) > call
+
+
+def test_a_resume_under_the_interrupted_run_id_continues_that_run(adapter):
+    first = adapter.body("please write a file", thread="same-id", run="r1")
+    interrupt = interrupt_of(adapter.run(first))
+    resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"decision": "allow_once"}}]
+    events = adapter.run(dict(first, messages=[], resume=resume))
+    assert events[0]["runId"] == "r1" and events[-1]["outcome"] == {"type": "success"}

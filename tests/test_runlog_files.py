@@ -104,6 +104,31 @@ def test_watch_marks_are_visible_across_handles_and_cleaned_up(store):
     assert os.listdir(store.runs_dir) == []
 
 
+def test_the_owners_detached_mark_is_held_while_no_client_is_attached_and_cleaned_up(store):
+    """A channel with a marker holds the run's ``.detached`` mark while its client is gone (taken when the
+    client leaves: a first attach makes no file), apart from the ``.watch`` marks of followers elsewhere;
+    retention removes it with its log."""
+    writer = store.create("t", "r", {})
+    channel = RunChannel(10, 100, run_log=writer)
+    channel.use_marker(lambda: store.watch("t", "r", runlog.DETACHED_SUFFIX))
+    sub = channel.attach()
+    assert os.listdir(store.runs_dir) == [os.path.basename(writer.path)]
+    sub.detach()
+    assert store.watched("t", "r", runlog.DETACHED_SUFFIX) and not store.watched("t", "r")
+    again = channel.attach()
+    assert not store.watched("t", "r", runlog.DETACHED_SUFFIX)
+    again.detach()
+    channel.close("success")              # the run ended: nobody needs to know about its clients any more
+    assert not store.watched("t", "r", runlog.DETACHED_SUFFIX)
+    adopted = RunChannel(10, 100)
+    adopted.use_marker(lambda: store.watch("t", "a", runlog.DETACHED_SUFFIX), detached_now=True)
+    assert store.watched("t", "a", runlog.DETACHED_SUFFIX)
+    adopted.close("success")
+    os.utime(writer.path, (0, 0))
+    store.sweep()
+    assert os.listdir(store.runs_dir) == []
+
+
 def test_a_disabled_store_opens_nothing(tmp_path):
     store = RunLogStore(str(tmp_path), ttl=600, max_bytes=0)
     assert not store.enabled and store.open_reader("t", "r") is None
@@ -447,3 +472,43 @@ def test_a_batch_past_the_size_cap_writes_the_records_that_fit(tmp_path):
         records, _ = logformat.parse(handle.read(), len(logformat.MAGIC))
     assert [r.seq for r in records if r.kind == logformat.KIND_EVENT] == [0, 1, 2, 3]
     writer.close({"outcome": "success", "events": 4})
+
+
+def _seqs(frames):
+    return [int(line[4:]) for line in b"".join(frames).split(b"\n") if line.startswith(b"id: ")]
+
+
+@pytest.mark.parametrize("logged", [True, False], ids=["with-log", "memory-only"])
+def test_a_continuation_segment_replays_from_its_start_for_an_id_below_it(store, logged):
+    """A continuation (``runs.admission``) starts at its segment's first id; an id of the segment before it
+    asks for the whole continuation, never for nothing (before: memory-only replay refused it)."""
+    base = 3 << 32
+    old = store.create("t", "r", {})
+    old.close({"outcome": "interrupt"})
+    channel = RunChannel(10, 100, first_seq=base, run_log=store.create("t", "r", {"firstSeq": base})
+                         if logged else None)
+    first = channel.attach()
+    for index in range(4):
+        channel.publish(_event(index))
+    assert _seqs(first.queue.take(4)) == [base, base + 1, base + 2, base + 3]
+    channel.close("success")
+    first.detach()
+    for after, expected in ((None, 0), (0, 0), (7, 0), (base - 1, 0), (base + 1, 2)):
+        sub = channel.attach(after_seq=after)
+        assert _seqs(sub.replay) == [base + index for index in range(expected, 4)]
+        sub.detach()
+    with pytest.raises(AguiError):
+        channel.attach(after_seq=base + 3)
+    if logged:      # the continuation's log took the place of the interrupted segment's
+        assert store.open_reader("t", "r").header["firstSeq"] == base
+
+
+def test_an_adopted_continuation_keeps_its_segment_start(store):
+    from iaccode_agui.runs.takeover import first_seq
+    assert first_seq({"firstSeq": 5 << 32}) == 5 << 32 and first_seq({}) == 0
+    assert first_seq({"firstSeq": -1}) == first_seq({"firstSeq": "7"}) == first_seq({"firstSeq": True}) == 0
+    channel = RunChannel(10, 100, first_seq=(1 << 32) + 2, base_seq=1 << 32)   # two events logged before
+    channel.publish(_event(2))
+    with pytest.raises(AguiError):          # the two before it are only in the log (none here)
+        channel.attach(after_seq=0)
+    assert _seqs(channel.attach(after_seq=(1 << 32) + 1).replay) == [(1 << 32) + 2]

@@ -244,6 +244,30 @@ def test_expected_thread_id_is_checked():
         ThreadState.from_document(good_doc(), "Thread-1")
 
 
+def test_the_interrupted_run_and_its_continuations_round_trip():
+    state = make_state()
+    assert "interruptedRunId" not in state.to_document()["execution"]      # written only once a run interrupts
+    assert state.execution.note_interrupted("run-2") and state.execution.continuations == 0
+    state.execution.continuations = 3
+    assert not state.execution.note_interrupted("run-2") and state.execution.continuations == 3
+    doc = json.loads(json.dumps(state.to_document()))
+    assert doc["execution"]["interruptedRunId"] == "run-2" and doc["execution"]["continuations"] == 3
+    again = ThreadState.from_document(doc, "thread-1")
+    assert (again.execution.interrupted_run_id, again.execution.continuations) == ("run-2", 3)
+    assert again.execution.note_interrupted("run-3") and again.execution.continuations == 0
+
+
+@pytest.mark.parametrize("change", [{"continuations": 1}, {"interruptedRunId": "r"},
+                                    {"interruptedRunId": "r", "continuations": -1},
+                                    {"interruptedRunId": "r", "continuations": True},
+                                    {"interruptedRunId": 5, "continuations": 0}])
+def test_a_bad_continuation_record_is_corrupt(change):
+    doc = good_doc()
+    doc["execution"].update(change)
+    with pytest.raises(StateCorrupt):
+        ThreadState.from_document(doc, "thread-1")
+
+
 def test_loaded_lists_are_normalised():
     doc = good_doc()
     doc["execution"]["pipelineOpenSteps"] = ["b", "a", "b"]

@@ -420,3 +420,24 @@ def test_an_adopted_agentcore_run_keeps_its_agentcore_shaping(adapter_factory, q
     assert names.count("agentcore.usage") == 1 and names.count("RUN_FINISHED") == 1
     assert names[-2:] == ["agentcore.usage", "RUN_FINISHED"]
     assert "agui_takeovers_total 1" in successor.app.metrics.render()
+
+
+def test_a_new_message_cancels_an_adopted_agentcore_run_nobody_follows(adapter_factory, quick_demo, tmp_path,
+                                                                       workspace, monkeypatch):
+    """Stop by disconnect holds for a run adopted after its owner died too: a new message on the thread cancels
+    it (one CancelTask, its log ends with RUN_CANCELLED) and is admitted.  Before: 409 SESSION_UNAVAILABLE."""
+    from tests.agentcore_helpers import AGENT, ac_body, attach_body
+    monkeypatch.setenv("IAC_CODE_AGUI_DEFAULT_CWD", workspace)
+    state_dir = str(tmp_path / "state")
+    owner = AdapterProcess(quick_demo.url, quick_demo.token, state_dir, workspace, str(tmp_path / "owner.log"))
+    body = ac_body("slow", thread="ac-crash-2")
+    _, ids = read_then_kill(owner, post_run(owner.url + AGENT, body), b"slow-", 4)
+    successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token,
+                                default_cwd=workspace)
+    answer = successor.post(ac_body("hello", thread="ac-crash-2"), path=AGENT, timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert parse_sse(answer.content)[0][-1]["type"] == "RUN_FINISHED"
+    assert len([call for call in quick_demo.runtime.requests_log if call[0] == "CancelTask"]) == 1
+    rest = parse_sse(successor.post(attach_body("ac-crash-2", body["runId"], ids[-1]), path=AGENT,
+                                    timeout=30).content)[0]
+    assert rest[-1]["type"] == "RUN_ERROR" and rest[-1]["code"] == "RUN_CANCELLED", rest[-1]

@@ -3,6 +3,11 @@
 The order is part of the contract (it decides which error a client sees when several apply): unknown
 thread on resume, run id reuse, busy, binding, resume/pending checks, execution rotation, claim.
 The shell (``runs.manager``) loads the state, probes the run lease and saves the result atomically.
+
+A resume may carry the run id of the run whose end announced the interrupts it answers (CopilotKit's
+``useInterrupt`` does): it is that run's continuation, admitted exactly like a resume with a fresh id, and
+its events form a new segment of the run's SSE ids (``SEGMENT_SPAN``), so an attach or ``Last-Event-ID``
+with that run id is never ambiguous.
 """
 import dataclasses
 import uuid
@@ -16,12 +21,42 @@ from iaccode_agui.inputs import RunRequest
 from iaccode_agui.state.model import ActiveRun, Execution, ThreadState
 
 
+# The n-th continuation of a run publishes ids from n * SEGMENT_SPAN on (the run's first segment from 0), so
+# every id of a run id names one event whichever segment it is in.  A segment holds fewer events than that
+# (2**32), and MAX_CONTINUATIONS keeps every id below 2**53 and within Last-Event-ID's 15 digits.
+SEGMENT_SPAN = 1 << 32
+MAX_CONTINUATIONS = 1 << 17
+
+# A run id the thread already knows: (the same request again?, a continuation of the interrupted run?) ->
+# the refusal, or None when it is admitted (as the continuation).
+RUN_ID_REUSE = {
+    (True, True): "DUPLICATE_RUN_ID", (True, False): "DUPLICATE_RUN_ID",
+    (False, True): None, (False, False): "RUN_ID_CONFLICT",
+}
+
+
+# A request on a thread whose live run no client is attached to (here or through another process): does that
+# run yield, cancelled so that the request is admitted?  (kept without a client, as on /ag-ui/agent?,
+# reconnect grace set?) -> yields.  A run with a client attached never yields: the thread is busy.
+DETACHED_RUN_YIELDS = {
+    (False, False): True,    # POST /: its disconnect cancels it anyway; the request only comes first
+    (False, True): False,    # POST / with a reconnect grace: it waits for its client's re-attach
+    (True, False): True,     # /ag-ui/agent: a new message is the stop of a client that never calls the stop route
+    (True, True): True,
+}
+
+
+def detached_run_yields(keep_without_client: bool, reconnect_grace: float) -> bool:
+    return DETACHED_RUN_YIELDS[(bool(keep_without_client), reconnect_grace > 0)]
+
+
 @dataclasses.dataclass
 class Admission:
     state: ThreadState                    # the state to save (already mutated copy)
     orphan_task_id: Optional[str] = None  # a task left running by a dead owner: cancel it best-effort
     expired_task_id: Optional[str] = None  # pending interrupts expired: cancel their task best-effort
     expired_resume: bool = False          # the resume answers interrupts that expired -> RUN_ERROR
+    first_seq: int = 0                    # the run's first SSE id: above 0 for a continuation
 
 
 class Unsettled(Exception):
@@ -45,7 +80,7 @@ def admit(previous: Optional[ThreadState], req: RunRequest, *, owner: str, now: 
         admission = Admission(state=_first_state(req, lease_free, make_id))
     else:
         admission = Admission(state=previous.copy())
-        _check_run_id(admission.state, req)
+        continues = _check_run_id(admission.state, req)
         _take_over_dead_run(admission, lease_free)
         if admission.state.cwd != req.cwd or admission.state.user_id != req.user_id:
             raise AguiError("THREAD_BINDING_CONFLICT")
@@ -53,6 +88,10 @@ def admit(previous: Optional[ThreadState], req: RunRequest, *, owner: str, now: 
             _admit_resume(admission, req, now)
         else:
             _admit_new_turn(admission, req, now, make_id)
+        if continues:
+            execution = admission.state.execution
+            execution.continuations += 1
+            admission.first_seq = execution.continuations * SEGMENT_SPAN
     _claim(admission.state, req, owner, now, window)
     return admission
 
@@ -67,10 +106,17 @@ def _first_state(req: RunRequest, lease_free: bool, make_id: Callable[[], str]) 
                        execution=new_execution(req.ros_invocation_id, make_id))
 
 
-def _check_run_id(state: ThreadState, req: RunRequest) -> None:
+def _check_run_id(state: ThreadState, req: RunRequest) -> bool:
+    """Refuse a run id used before, unless this resume continues the run it names; True for a continuation."""
+    execution = state.execution
+    continues = req.is_resume and req.run_id == execution.interrupted_run_id \
+        and execution.continuations < MAX_CONTINUATIONS
     known_digest = state.run_digests.get(req.run_id)
     if known_digest is not None:
-        raise AguiError("DUPLICATE_RUN_ID" if known_digest == req.digest else "RUN_ID_CONFLICT")
+        refusal = RUN_ID_REUSE[(known_digest == req.digest, continues)]
+        if refusal is not None:
+            raise AguiError(refusal)
+    return continues
 
 
 def _take_over_dead_run(admission: Admission, lease_free: bool) -> None:
@@ -109,7 +155,7 @@ def _admit_new_turn(admission: Admission, req: RunRequest, now: float, make_id: 
     if execution.expire_interrupts(now):
         admission.expired_task_id = execution.task_id
     if execution.pending:
-        raise AguiError("RESUME_REQUIRED")
+        raise AguiError("RESUME_REQUIRED", errors.MSG_RESUME_NOT_BY_TOOL_MESSAGE if req.tool_answer else None)
     state.mark_terminal(execution.execution_id)
     state.execution = new_execution(req.ros_invocation_id, make_id)
 

@@ -9,6 +9,8 @@ reading pushes back on the worker (and, through TCP, on the runtime) instead of 
 
 Replay is one operation, "everything after id N", whatever the spelling on the wire (``Last-Event-ID`` or
 an ``afterSequence`` field): frames still in memory are served from there, older ones from the run log.
+A continuation of an interrupted run (``runs.admission``) is a new segment of that run's ids: its channel
+starts at the segment's first id, and an id below it asks for the segment from its start.
 """
 import collections
 import contextlib
@@ -57,8 +59,14 @@ class Subscription:
 
 
 class RunChannel:
+    # Makes the mark that tells other processes no client is attached here (``runs.detached``), when set:
+    # taken when the subscriber leaves, given up when one attaches or the run ends.  Only a disconnect pays
+    # for it (a file and a lock); a run's first attach costs nothing.
+    marker: Optional[Callable[[], Any]] = None
+    _mark: Any = None
+
     def __init__(self, max_buffer: int = 10000, queue_max: int = 4096, *, run_log: Optional[RunLogWriter] = None,
-                 budget: Optional[ReplayBudget] = None, first_seq: int = 0,
+                 budget: Optional[ReplayBudget] = None, first_seq: int = 0, base_seq: Optional[int] = None,
                  queue_max_bytes: Optional[int] = None) -> None:
         self._lock = threading.Lock()
         self._frames: Deque[Tuple[int, bytes]] = collections.deque()
@@ -69,6 +77,7 @@ class RunChannel:
         self.log_path: Optional[str] = run_log.path if run_log is not None else None
         self._log_end: Optional[int] = None   # first id the log has no room for (it reached its size cap)
         self._next_seq = first_seq      # an adopted run continues its log's ids
+        self._base_seq = first_seq if base_seq is None else base_seq     # the segment's first id
         self._queue_max = queue_max
         self._queue_max_bytes = queue_max_bytes   # what an attached client may leave unread before the run waits
         self._subscriber: Optional[Subscription] = None
@@ -82,7 +91,7 @@ class RunChannel:
         if run_log is None:
             return
         with self._lock:
-            if not self._next_seq and self._log is None:
+            if self._next_seq == self._base_seq and self._log is None:
                 self._log = run_log
                 self.log_path = run_log.path
                 return
@@ -108,10 +117,23 @@ class RunChannel:
     def next_seq(self) -> int:
         return self._next_seq
 
+    @property
+    def base_seq(self) -> int:
+        return self._base_seq
+
     def client_gone(self) -> bool:
         """No client, or the attached one's connection is known to be lost (its stream has not noticed yet)."""
         sub = self._subscriber
         return sub is None or (sub.gone is not None and sub.gone())
+
+    def cancel_if_detached(self, cancel: Callable[[], None]) -> bool:
+        """``cancel()`` when no client is attached, decided and done under the lock that attaches clients:
+        a re-attach either comes first (nothing is cancelled) or sees the run end; True when cancelled."""
+        with self._lock:
+            if not self.client_gone():
+                return False
+            cancel()
+            return True
 
     def publish(self, event: Dict[str, Any]) -> None:
         """Encode ``event`` with the next id; inside ``batch()`` it goes out at the next flush."""
@@ -258,6 +280,7 @@ class RunChannel:
                 return
             frames, sub = self._flush_locked() if self._pending else ([], self._subscriber)
             self.closed = True
+            self._release_mark_locked()
             run_log, self._log = self._log, None
             if run_log is not None:
                 try:
@@ -302,7 +325,20 @@ class RunChannel:
         self._subscriber = sub
         if self.closed:
             sub.queue.put_final(END)
+        self._release_mark_locked()
         return sub
+
+    def use_marker(self, marker: Callable[[], Any], detached_now: bool = False) -> None:
+        """Set ``marker``; ``detached_now`` marks at once a run that has no client yet (an adopted one)."""
+        with self._lock:
+            self.marker = marker
+            if detached_now and self._subscriber is None and not self.closed and self._mark is None:
+                self._mark = marker()
+
+    def _release_mark_locked(self) -> None:
+        mark, self._mark = self._mark, None
+        if mark is not None:
+            mark.release()
 
     def _replay_after(self, after_seq: Optional[int]) -> Iterable[bytes]:
         """Frames with an id above ``after_seq`` (all with None) up to the newest published (lock held)."""
@@ -312,7 +348,7 @@ class RunChannel:
             # The client already saw the terminal event: nothing is left to tell it.  A client that
             # missed even one event, the terminal one included, still gets that tail.
             raise AguiError("RUN_ALREADY_TERMINAL")
-        first = 0 if after_seq is None else after_seq + 1
+        first = self._base_seq if after_seq is None else max(after_seq + 1, self._base_seq)
         oldest = self._frames[0][0] if self._frames else self._next_seq
         if first >= oldest:
             return [frame for seq, frame in self._frames if seq >= first]
@@ -337,3 +373,5 @@ class RunChannel:
         with self._lock:
             if self._subscriber is sub:
                 self._subscriber = None
+                if self.marker is not None and not self.closed and self._mark is None:
+                    self._mark = self.marker()

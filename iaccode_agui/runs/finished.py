@@ -45,7 +45,7 @@ class LoggedChannel(RunChannel):
     """
 
     def __init__(self, log_path: str, next_seq: int, events_published: int, queue_max: int,
-                 queue_max_bytes: Optional[int]) -> None:      # noqa: super().__init__ on purpose not called
+                 queue_max_bytes: Optional[int], base_seq: int = 0) -> None:  # noqa: super().__init__ not called
         self._lock = threading.Lock()
         self._frames = ()            # type: ignore[assignment]   # nothing in memory: the log has it all
         self._max_frames = 1
@@ -55,6 +55,7 @@ class LoggedChannel(RunChannel):
         self.log_path = log_path
         self._log_end = None
         self._next_seq = next_seq
+        self._base_seq = base_seq
         self._queue_max = queue_max
         self._queue_max_bytes = queue_max_bytes
         self._subscriber = None
@@ -121,5 +122,5 @@ def summarise(run: Any) -> Optional[FinishedRun]:
             or channel.attached or channel.memory_bytes:
         return None
     logged = LoggedChannel(channel.log_path, channel.next_seq, channel.events_published, channel._queue_max,
-                           channel._queue_max_bytes)
+                           channel._queue_max_bytes, channel.base_seq)
     return FinishedRun(run, logged, EndedWorker(worker.outcome, worker.error_code))

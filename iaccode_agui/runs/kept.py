@@ -27,7 +27,13 @@ class KeptRuns:
         self._runs: Deque[Any] = collections.deque()
 
     def add_locked(self, run: Any) -> None:
-        """Keep a run that has just ended, then drop what is past the bounds."""
+        """Keep a run that has just ended, then drop what is past the bounds.
+
+        A continuation of an interrupted run (its ids start above 0) has the run's key: it replaces the
+        segment kept before it.
+        """
+        if run.channel.base_seq and any(item.key == run.key for item in self._runs):
+            self._runs = collections.deque(item for item in self._runs if item.key != run.key)
         self._runs.append(run)
         self._prune_locked()
 

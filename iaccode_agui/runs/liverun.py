@@ -45,24 +45,32 @@ class LiveRun:
     def key(self) -> Tuple[str, str]:
         return self.thread_id, self.run_id
 
+    def detached_wait(self) -> Optional[float]:
+        """How long the run goes on once no client is attached: None for ever, 0 not at all.
+
+        A run of ``POST /`` waits the reconnect grace; one kept without a client (``/ag-ui/agent``) the
+        detached-run timeout, whose default 0 keeps it going to its end (a new message on its thread, or a
+        stop, ends it sooner).
+        """
+        settings = self.manager.settings
+        if self.keep_without_client:
+            return settings.detached_run_timeout or None
+        return settings.reconnect_grace
+
     def client_closed(self, finished: bool) -> None:
         """The SSE response closed; cancel the run unless it ended or is safely interrupted."""
         self.manager.metrics.inc("agui_streams_closed_total")
         worker = self.worker
-        if finished or worker is None or worker.finished or self.channel.attached or self.keep_without_client:
+        wait = self.detached_wait()
+        if finished or worker is None or worker.finished or self.channel.attached or wait is None:
             return      # ended, another client already took the run over (re-attach), or kept regardless
         if self.followed_elsewhere():
             self._recheck_later()
             return
-        grace = self.manager.settings.reconnect_grace
-        if grace > 0:
-            self.cancel_grace()
-            timer = threading.Timer(grace, self._grace_expired)
-            timer.daemon = True
-            self._grace_timer = timer
-            timer.start()
+        if wait > 0:
+            self._start_timer(wait)
             return
-        worker.request_cancel()
+        self.channel.cancel_if_detached(worker.request_cancel)
 
     def cancel_grace(self) -> None:
         """A client re-attached (or a new grace period starts): an older timer must not cut it short."""
@@ -70,24 +78,29 @@ class LiveRun:
         if timer is not None:
             timer.cancel()
 
+    def _start_timer(self, wait: float) -> None:
+        timer = threading.Timer(wait, self._grace_expired)
+        timer.daemon = True
+        self.cancel_grace()
+        self._grace_timer = timer
+        timer.start()
+
     def _grace_expired(self) -> None:
         worker = self.worker
         if worker is not None and not worker.finished and not self.channel.attached:
             if self.followed_elsewhere():
                 self._recheck_later()
                 return
-            worker.request_cancel()
+            # Decided under the channel's lock: a re-attach comes before it (and the run goes on) or after
+            # it (and reads the run's end, RUN_CANCELLED), never in between.
+            self.channel.cancel_if_detached(worker.request_cancel)
 
     def start_adoption_grace(self) -> None:
-        """An adopted run waits that long for a client (attached here or elsewhere) before it is cancelled."""
-        if self.keep_without_client:
-            return
-        settings = self.manager.settings
-        timer = threading.Timer(max(settings.takeover_grace, settings.reconnect_grace), self._grace_expired)
-        timer.daemon = True
-        self.cancel_grace()
-        self._grace_timer = timer
-        timer.start()
+        """An adopted run waits that long for a client (attached here or elsewhere) before it is cancelled:
+        the take-over grace, or longer when the run's own wait without a client is longer."""
+        wait = self.detached_wait()
+        if wait is not None:
+            self._start_timer(max(self.manager.settings.takeover_grace, wait))
 
     def followed_elsewhere(self) -> bool:
         """A client that re-attached through another process follows this run from its log."""

@@ -24,7 +24,7 @@ from iaccode_agui.inputs import RunRequest
 from iaccode_agui.metrics import Metrics
 from iaccode_agui.projection.run import RunContext, RunProjector, message_scope, pipeline_mode
 from iaccode_agui.runs import admission as admission_rules
-from iaccode_agui.runs import reattach
+from iaccode_agui.runs import detached, reattach
 from iaccode_agui.runs.cancel import CANCELLED, cancel_execution
 from iaccode_agui.runs.attach import LogAttach
 from iaccode_agui.runs.channel import RunChannel, Subscription
@@ -162,11 +162,10 @@ class RunManager:
             self.takeover.adopt(thread_id, active.run_id)   # waits for an adoption already under way
         with self._lock:
             run = self._live.get((thread_id, active.run_id))
-        if run is None or not run.adopted or run.keep_without_client or run.channel.attached \
-                or run.followed_elsewhere() or run.worker is None:
+        if run is None or not run.adopted or run.channel.attached or run.followed_elsewhere() or run.worker is None \
+                or not run.channel.cancel_if_detached(run.worker.request_cancel):
             return
         log.info("thread %s: a new request cancels adopted run %s, which no client follows", thread_id, run.run_id)
-        run.worker.request_cancel()
         with self._idle:
             self._idle.wait_for(lambda: self._active.get(run.key) is not run, ADOPTED_YIELD_WAIT)
 
@@ -202,8 +201,12 @@ class RunManager:
         run.profile = profile           # set before the worker exists, so before any close can be seen
         try:
             run.keep_without_client = keep_without_client
-            run.channel.use_log(self._open_run_log(req, admitted.state, dict(
-                profile.header_fields(), language=language, keepWithoutClient=keep_without_client)))
+            if keep_without_client:
+                detached.mark_detached(self, run)       # marked whenever its client leaves
+            header = dict(profile.header_fields(), language=language, keepWithoutClient=keep_without_client)
+            if admitted.first_seq:
+                header["firstSeq"] = admitted.first_seq     # a continuation: the segment's first id
+            run.channel.use_log(self._open_run_log(req, admitted.state, header))
             worker, sub = self._prepare(run, req, admitted, language)
             worker.open()            # RUN_STARTED is queued from this (the request's) thread
             if start_thread:
@@ -241,7 +244,8 @@ class RunManager:
         run.channel.close()
 
     def _forget(self, run: "LiveRun") -> None:
-        self._live.pop(run.key, None)
+        if self._live.get(run.key) is run:      # else a continuation of the run already took its place
+            del self._live[run.key]
         if self._by_execution.get(run.execution_id) is run:
             del self._by_execution[run.execution_id]
 
@@ -263,29 +267,30 @@ class RunManager:
         try:
             return self._admit(req, settle)
         except AguiError as exc:
-            if exc.code != "THREAD_BUSY" or not self._free_abandoned(req.thread_id):
+            if exc.code != "THREAD_BUSY" or not (self._free_abandoned(req.thread_id)
+                                                 or detached.free_elsewhere(self, req.thread_id)):
                 raise
         return self._admit(req)
 
     def _free_abandoned(self, thread_id: str) -> bool:
-        """Cancel this thread's live run when its client is gone and wait briefly for the release.
+        """Cancel this thread's live run when no client is attached to it and wait briefly for the release.
 
         A client that drops a stream and posts again at once would otherwise get THREAD_BUSY until the old
-        stream's next poll notices the lost connection.  Without a reconnect grace nobody can take the old
-        run back, so it is cancelled now; with a grace window it waits for its re-attach as documented.
+        stream's next poll notices the lost connection; a client of ``/ag-ui/agent`` whose stop is to drop
+        its stream (it never calls the stop route) would get it until the run ended.  Which runs yield is
+        ``admission.DETACHED_RUN_YIELDS``: a run of ``POST /`` with a grace window waits for its re-attach.
         """
-        if self.settings.reconnect_grace > 0:
-            return False
         with self._lock:
             runs = [run for run in self._active.values() if run.thread_id == thread_id]
-        # A run kept without a client (``/ag-ui/agent``) is not abandoned: a disconnect never stops it.
+        grace = self.settings.reconnect_grace
         abandoned = [run for run in runs if run.worker is not None and not run.worker.finished
-                     and not run.keep_without_client and run.channel.client_gone()
-                     and not run.followed_elsewhere()]
+                     and admission_rules.detached_run_yields(run.keep_without_client, grace)
+                     and run.channel.client_gone() and not run.followed_elsewhere()
+                     and run.channel.cancel_if_detached(run.worker.request_cancel)]
         if not abandoned:
             return False
-        for run in abandoned:
-            run.worker.request_cancel()      # type: ignore[union-attr]
+        log.info("thread %s: a new request cancels run(s) %s, to which no client is attached", thread_id,
+                 ", ".join(run.run_id for run in abandoned))
         deadline = time.monotonic() + ABANDONED_RELEASE_WAIT
         while time.monotonic() < deadline:
             with self._lock:
@@ -334,7 +339,7 @@ class RunManager:
         if lease is None:   # cannot happen: admit() refuses a held lease; never run without one
             raise AguiError("THREAD_BUSY")
         channel = RunChannel(self.settings.replay_buffer_events, self.settings.queue_max_events, budget=self.budget,
-                             queue_max_bytes=self.settings.stream_buffer_bytes)
+                             first_seq=admitted.first_seq, queue_max_bytes=self.settings.stream_buffer_bytes)
         return self.register_run(req, admitted.state, lease, channel), admitted
 
     def _check_runtime(self, state: Optional[ThreadState]) -> None:
@@ -446,7 +451,8 @@ class RunManager:
         with self._idle:
             self._forget(run)
             self.ended_total += 1
-            self.kept.add_locked(run)
+            if self._live.get(run.key) is None:     # a live continuation is what the run id names now
+                self.kept.add_locked(run)
             self._idle.notify_all()
 
     def _count_end(self, worker: RunWorker) -> None:

@@ -27,6 +27,8 @@ def attach(manager: "RunManager", thread_id: str, run_id: str, after_seq: int, d
     an AgentCore attach sends a different body by design and passes None.
     """
     run = manager.find_run(thread_id, run_id)
+    if run is not None and superseded(manager, run):
+        run = None
     if run is None:
         followed = manager.log_attach.reattach(thread_id, run_id, digest, after_seq, language)
         if followed is not None:
@@ -50,6 +52,20 @@ def attach(manager: "RunManager", thread_id: str, run_id: str, after_seq: int, d
     run.cancel_grace()
     manager.metrics.inc("agui_reattach_total")
     return run, sub
+
+
+def superseded(manager: "RunManager", run: Any) -> bool:
+    """An ended run whose log now holds a continuation of it, admitted by another process: the run id
+    names that continuation (its latest segment), which its log serves."""
+    if run.worker is not None and not run.worker.finished:
+        return False
+    reader = manager.runlogs.open_reader(run.thread_id, run.run_id)
+    if reader is None:
+        return False
+    try:
+        return reader.header.get("digest") != run.digest
+    finally:
+        reader.close()
 
 
 def recorded_digest(manager: "RunManager", thread_id: str, run_id: str) -> Optional[str]:

@@ -111,8 +111,10 @@ class StateRecorder:
         except StateWriteFailed as exc:
             log.warning("could not roll back run %s on thread %s: %s", self.run_id, self.thread_id, exc)
 
-    def release(self, *, terminal: bool, clear_pending: bool = False) -> None:
+    def release(self, *, terminal: bool, clear_pending: bool = False, interrupted: bool = False) -> None:
         """End of the run (best-effort): free the thread and, unless interrupted, end the execution.
+
+        ``interrupted``: the run ends in the execution's pending interrupts, so a resume may continue it.
 
         Written before the terminal event is visible (a client reacting at once must not be told
         THREAD_BUSY), so its journal sync is on the run's close, not on its first byte or first text.  It
@@ -128,6 +130,8 @@ class StateRecorder:
             if clear_pending and current and state.execution.pending:
                 state.execution.pending.clear()
                 changed = True
+            if interrupted and current and state.execution.pending:
+                changed = state.execution.note_interrupted(self.run_id) or changed
             if terminal and (not current or not state.execution.pending) and \
                     self.execution_id not in state.terminal_execution_ids:
                 state.mark_terminal(self.execution_id)

@@ -11,7 +11,9 @@ Why the files look the way they do:
   and retention never removes a log that is still being written.
 - A client that re-attaches through another process holds a shared ``flock`` on the run's ``.watch`` file
   while it reads; the owner probes it to know that somebody is still listening (its reconnect-grace timer
-  must not cancel a run that is followed elsewhere).
+  must not cancel a run that is followed elsewhere).  The owner of a run kept without a client holds one on
+  the run's ``.detached`` file while no client of its own is attached, so a request on the thread reaching
+  another process can tell whether anybody is attached to the run at all (``runs.detached``).
 - Names come from the thread and run ids through the same safe key scheme as the thread files; files are
   0600 in a 0700 directory.  Retention removes finished logs older than the TTL, then the oldest ones
   while the total exceeds the size cap.
@@ -39,6 +41,8 @@ log = logging.getLogger("iaccode_agui.runlog")
 _DIR_MODE = 0o700
 _FILE_MODE = 0o600
 CREATING_SUFFIX = ".creating"   # a log being created: never a ".log" until it is locked and has its header
+WATCH_SUFFIX = ".watch"         # marks of clients following a run from another process
+DETACHED_SUFFIX = ".detached"   # the owner's mark of a run kept without a client that has none attached
 CREATE_ATTEMPTS = 5
 CREATING_STALE = 60.0           # an unlocked creation file this old was left by a process that died
 
@@ -198,7 +202,8 @@ class RunLogStore:
         self._ready = True
 
     def create(self, thread_id: str, run_id: str, header: Dict[str, Any]) -> RunLogWriter:
-        """A new log for a run (run ids are never reused on a thread, so any old file is stale).
+        """A new log for a run.  A run id comes back only as the continuation of its interrupted run, whose
+        log takes the old one's place (the run id names its latest segment), so any old file is replaced.
 
         The log is made under a private name, locked, given its header, then renamed into place: a
         retention sweep only ever sees it locked (live), so it can never remove a log being created.
@@ -314,11 +319,12 @@ class RunLogStore:
         return reader
 
     # ---- cross-process attachment -----------------------------------------------------------
-    def _watch_path(self, thread_id: str, run_id: str) -> str:
-        return os.path.join(self.runs_dir, run_file_stem(thread_id, run_id) + ".watch")
+    def _watch_path(self, thread_id: str, run_id: str, suffix: str) -> str:
+        return os.path.join(self.runs_dir, run_file_stem(thread_id, run_id) + suffix)
 
-    def watch(self, thread_id: str, run_id: str) -> Optional[WatchMark]:
-        path = self._watch_path(thread_id, run_id)
+    def watch(self, thread_id: str, run_id: str, suffix: str = WATCH_SUFFIX) -> Optional[WatchMark]:
+        """Mark the run (``.watch``: followed by a client elsewhere; ``.detached``: no client at its owner)."""
+        path = self._watch_path(thread_id, run_id, suffix)
         try:
             self._ensure_dir()
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
@@ -335,10 +341,10 @@ class RunLogStore:
             return None
         return WatchMark(fd)
 
-    def watched(self, thread_id: str, run_id: str) -> bool:
-        """Whether a client in some process follows this run right now."""
+    def watched(self, thread_id: str, run_id: str, suffix: str = WATCH_SUFFIX) -> bool:
+        """Whether a client in some process follows this run right now (holds its mark of ``suffix``)."""
         try:
-            fd = os.open(self._watch_path(thread_id, run_id), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(self._watch_path(thread_id, run_id, suffix), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             return False
         try:
@@ -354,7 +360,7 @@ class RunLogStore:
         removed = retention.sweep(self.runs_dir, self._closed, self.ttl, self.max_bytes, now,
                                   lambda name, path: others.append((name, path)))
         for name, path in others:
-            if name.endswith(".watch"):
+            if name.endswith(WATCH_SUFFIX) or name.endswith(DETACHED_SUFFIX):
                 self._drop_unwatched(path)
             elif name.endswith(CREATING_SUFFIX):
                 self._drop_dead_creation(path, now)
@@ -366,7 +372,7 @@ class RunLogStore:
                 retention.unlink_if_unlocked(path)
 
     def _drop_unwatched(self, path: str) -> None:
-        log_path = path[:-len(".watch")] + ".log"
+        log_path = path[:path.rindex(".")] + ".log"
         if os.path.exists(log_path):
             return
         retention.unlink_if_unlocked(path)

@@ -26,7 +26,7 @@ from iaccode_agui.projection.adopt import AdoptedProjector
 from iaccode_agui.projection.inflight import judge_in_flight
 from iaccode_agui.projection.run import ProtocolViolation
 from iaccode_agui.projection.states import TaskState
-from iaccode_agui.runs import logformat
+from iaccode_agui.runs import detached, logformat
 from iaccode_agui.runs.channel import RunChannel, encode_agui_event
 from iaccode_agui.runs.logformat import Record
 from iaccode_agui.runs.profile import publisher_for
@@ -58,10 +58,17 @@ def _logged_usage(records: List[Record]) -> Any:
     return noted[-1].get("usage") if noted else None
 
 
-def _logged_events(records: List[Record]) -> Tuple[List[Dict[str, Any]], int, bool, bool]:
-    """The events a log holds, its last id, and whether it has a terminal event and a close record."""
+def first_seq(header: Dict[str, Any]) -> int:
+    """The first id of the run segment a log holds: above 0 for a continuation (``runs.admission``)."""
+    value = header.get("firstSeq", 0)
+    return value if type(value) is int and value >= 0 else 0
+
+
+def _logged_events(records: List[Record], first: int = 0) -> Tuple[List[Dict[str, Any]], int, bool, bool]:
+    """The events a log holds, its last id (``first - 1`` before any), whether it has a terminal event and a
+    close record."""
     logged: List[Dict[str, Any]] = []
-    last_seq, terminal, closed = -1, False, False
+    last_seq, terminal, closed = first - 1, False, False
     for record in records:
         if record.kind == logformat.KIND_CLOSE:
             closed = True
@@ -113,7 +120,7 @@ class Takeover:
             lease.release()
             return manager.runlogs.open_reader(thread_id, run_id) is not None
         writer, header, records = reopened
-        logged, last_seq, terminal, closed = _logged_events(records)
+        logged, last_seq, terminal, closed = _logged_events(records, first_seq(header))
         if closed or terminal:
             if closed:
                 writer.release()
@@ -128,7 +135,7 @@ class Takeover:
             return True
         manager.metrics.inc("agui_takeovers_total")
         log.warning("taking over run %s on thread %s after its owner died (%d events were sent)",
-                    run_id, thread_id, last_seq + 1)
+                    run_id, thread_id, last_seq + 1 - first_seq(header))
         self._start(state, header, logged, last_seq, writer, lease, _logged_usage(records))
         return True
 
@@ -190,7 +197,7 @@ class Takeover:
         language = header.get("language") or "en"
         channel = RunChannel(manager.settings.replay_buffer_events, manager.settings.queue_max_events,
                              run_log=writer, budget=manager.budget, first_seq=last_seq + 1,
-                             queue_max_bytes=manager.settings.stream_buffer_bytes)
+                             base_seq=first_seq(header), queue_max_bytes=manager.settings.stream_buffer_bytes)
         ctx = manager._context(req, state, language)
         projector = AdoptedProjector(ctx, logged, clock=manager.clock)
         projector.usage.restore(usage)        # counted by the dead owner: the run's totals include it
@@ -203,6 +210,8 @@ class Takeover:
                                    driver=drive_adopted, on_end=lambda w: manager._ended(run),
                                    on_release=lambda: manager._released(run), spares=manager.spares)
             run.keep_without_client = bool(header.get("keepWithoutClient"))
+            if run.keep_without_client:
+                detached.mark_detached(manager, run, now=True)     # it has no client yet
             run.adopted = True
 
         # Complete before it is visible: a new request must see an adopted run with its worker, not a

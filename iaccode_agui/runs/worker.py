@@ -214,7 +214,7 @@ class RunWorker:
                         self.projector.ctx.thread_id, self.projector.ctx.session_id)
         if end.code in ("A2A_PROTOCOL_ERROR", "CONVERSATION_LOST"):
             self._cancel_task_if_unprotected()   # nobody would observe the task any more
-        self.recorder.release(terminal=end.outcome != "interrupt")
+        self.recorder.release(terminal=end.outcome != "interrupt", interrupted=end.outcome == "interrupt")
         self._on_release()
 
     def _fail_closed(self, rest: List[Any]) -> None:

@@ -5,37 +5,21 @@ exactly is reported as corrupt (``StateCorrupt``) instead of being half-trusted,
 becomes unavailable.  Writing is strict too: the document must never hold a credential, whatever a caller
 put into an interrupt projection, so ``to_document`` scans every key as a last line of defence.
 
-This module is pure: no files, no clocks except in the explicit time helpers.
+This module is pure: no files, no clocks (timestamps and credential key names are ``state.values``).
 """
 import copy
-import datetime
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from iaccode_agui.config import DEFAULT_APPLIED_WINDOW
+from iaccode_agui.state.values import SECRET_KEYS, find_secret_keys, iso_utc, parse_iso_utc
 
 SCHEMA_VERSION = 1
 RUN_KINDS = ("new", "resume")
 
-# Key names that identify credentials.  They are compared after lower-casing and removing "_" and "-",
-# so camelCase, snake_case and kebab-case spellings are all caught.
-SECRET_KEYS = frozenset(
-    [
-        "llmApiKey",
-        "llmHeaders",
-        "accessKeySecret",
-        "securityToken",
-        "iac_code_api_key",
-        "alibaba_cloud_access_key_secret",
-        "alibaba_cloud_security_token",
-        "llm_headers",
-    ]
-)
-
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
 
 
 class StateCorrupt(ValueError):
@@ -44,25 +28,6 @@ class StateCorrupt(ValueError):
     def __init__(self, reason: str):
         self.reason = reason
         super().__init__(reason)
-
-
-# --- time helpers (expiresAt is an ISO-8601 UTC string ending in "Z") ------------------------------------
-
-
-def iso_utc(epoch_seconds: float) -> str:
-    """Millisecond-precision UTC timestamp, the shape clients see in ``expiresAt``."""
-    moment = datetime.datetime.fromtimestamp(epoch_seconds, tz=datetime.timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (moment.microsecond // 1000)
-
-
-def parse_iso_utc(text: str) -> float:
-    """Epoch seconds of a timestamp written by ``iso_utc`` (or any ``...Z`` with 0-6 fraction digits)."""
-    if not isinstance(text, str) or not _ISO_UTC.match(text):
-        raise ValueError("not an ISO-8601 UTC timestamp: %r" % (text,))
-    body = text[:-1]
-    fmt = "%Y-%m-%dT%H:%M:%S.%f" if "." in body else "%Y-%m-%dT%H:%M:%S"
-    moment = datetime.datetime.strptime(body, fmt).replace(tzinfo=datetime.timezone.utc)
-    return moment.timestamp()
 
 
 # --- the model --------------------------------------------------------------------------------------------
@@ -102,6 +67,18 @@ class Execution:
     pending: Dict[str, PendingInterrupt] = field(default_factory=dict)
     # Interrupts cleared because they expired: a late resume of them is told EXECUTION_EXPIRED.
     expired_interrupt_ids: List[str] = field(default_factory=list)
+    # The run whose end announced interrupts of this execution most recently: a resume may carry its run id
+    # and continue it (``runs.admission``); ``continuations`` counts the continuations admitted under it.
+    interrupted_run_id: Optional[str] = None
+    continuations: int = 0
+
+    def note_interrupted(self, run_id: str) -> bool:
+        """``run_id`` ended in interrupts; a continuation of it that interrupts again keeps its count."""
+        if self.interrupted_run_id == run_id:
+            return False
+        self.interrupted_run_id = run_id
+        self.continuations = 0
+        return True
 
     def expire_interrupts(self, now: float) -> bool:
         """The one expiry rule: a single expired interrupt expires every pending one of the execution.
@@ -263,6 +240,8 @@ class ThreadState:
         }
         if self.runtime is not None:
             doc["runtime"] = self.runtime
+        if ex.interrupted_run_id is not None:
+            doc["execution"].update(interruptedRunId=ex.interrupted_run_id, continuations=ex.continuations)
         found = find_secret_keys(doc)
         if found:
             raise ValueError("thread state must not contain credentials (keys: %s)" % ", ".join(sorted(found)))
@@ -307,28 +286,6 @@ class ThreadState:
         return state
 
 
-def find_secret_keys(value: Any) -> List[str]:
-    """Every key, at any depth, whose name is a credential name (see ``SECRET_KEYS``)."""
-    found: List[str] = []
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            for key, sub in item.items():
-                if isinstance(key, str) and _norm_key(key) in _SECRET_NORMALISED:
-                    found.append(key)
-                stack.append(sub)
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-    return found
-
-
-def _norm_key(key: str) -> str:
-    return key.lower().replace("_", "").replace("-", "")
-
-
-_SECRET_NORMALISED = frozenset(_norm_key(k) for k in SECRET_KEYS)
-
 # --- validation helpers -----------------------------------------------------------------------------------
 
 _TOP_KEYS = (
@@ -342,6 +299,7 @@ _EXECUTION_KEYS = (
     "executionId", "rosInvocationId", "taskId", "pipelineSequence", "pipelineOpenSteps",
     "textSnapshotDigests", "pending", "expiredInterruptIds",
 )
+_OPTIONAL_EXECUTION_KEYS = ("interruptedRunId", "continuations")   # together, or neither
 _PENDING_KEYS = ("value", "sideband", "expiresAt", "answerDigest")
 _APPLIED_KEYS = ("executionId", "interruptId", "digest")
 _ACTIVE_RUN_KEYS = ("runId", "owner", "startedAt", "kind")
@@ -409,8 +367,11 @@ def _digest(value: Any, where: str) -> str:
 
 
 def _execution(value: Any) -> Execution:
-    ex = _object(value, "execution", _EXECUTION_KEYS)
+    ex = _object(value, "execution", _EXECUTION_KEYS, optional=_OPTIONAL_EXECUTION_KEYS)
     cursor = ex["pipelineSequence"]
+    continued = ex.get("continuations", 0)
+    _require(("interruptedRunId" in ex) == ("continuations" in ex), "execution.interruptedRunId needs continuations")
+    _require(type(continued) is int and continued >= 0, "execution.continuations must be a non-negative integer")
     _require(type(cursor) is int and cursor >= 0, "execution.pipelineSequence must be a non-negative integer")
     digests = _string_list(ex["textSnapshotDigests"], "execution.textSnapshotDigests")
     for item in digests:
@@ -424,6 +385,8 @@ def _execution(value: Any) -> Execution:
         text_snapshot_digests=sorted(set(digests)),
         pending=_pending_map(ex["pending"]),
         expired_interrupt_ids=sorted(set(_string_list(ex["expiredInterruptIds"], "execution.expiredInterruptIds"))),
+        interrupted_run_id=_optional(ex.get("interruptedRunId"), "execution.interruptedRunId", _string),
+        continuations=continued,
     )
 
 
