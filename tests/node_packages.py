@@ -59,6 +59,5 @@ def node_modules(node_major: int = 18) -> str:
 
 
 def node_env(modules: str) -> Dict[str, str]:
-    """The environment of a test's ``node`` child: the cache on its require path, no telemetry, no nagging."""
-    return dict(os.environ, NODE_PATH=modules, SUPPRESS_TRANSFORMATION_WARNINGS="true",
-                COPILOTKIT_TELEMETRY_DISABLED="true", DO_NOT_TRACK="1")
+    """The environment of a test's ``node`` child: the cache on its require path, no deprecation nagging."""
+    return dict(os.environ, NODE_PATH=modules, SUPPRESS_TRANSFORMATION_WARNINGS="true")

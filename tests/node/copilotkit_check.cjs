@@ -14,10 +14,12 @@ const { pathToFileURL } = require("node:url");
 const offLoopback = [];
 const connect = net.Socket.prototype.connect;
 net.Socket.prototype.connect = function guarded(...args) {
-  const options = typeof args[0] === "object" && args[0] !== null ? args[0] : { host: args[1] };
-  if (options.path === undefined && !["127.0.0.1", "localhost", "::1", undefined].includes(options.host)) {
-    offLoopback.push(String(options.host));
-    throw new Error("test driver: no network but loopback (" + options.host + ")");
+  const [first, second] = args;
+  const host = typeof first === "object" && first !== null ? (first.path === undefined ? first.host : undefined)
+    : typeof first === "number" && typeof second === "string" ? second : undefined;   // else a Unix socket path
+  if (![undefined, "127.0.0.1", "localhost", "::1"].includes(host)) {
+    offLoopback.push(String(host));
+    throw new Error("test driver: no network but loopback (" + host + ")");
   }
   return connect.apply(this, args);
 };
@@ -83,10 +85,10 @@ async function page(runtimeUrl, threadId) {
     ? { iacCode: { schemaVersion: 1, rosInvocationId: "copilotkit-" + threadId, cwd: config.cwd } } : {};
   const core = new CopilotKitCore({ runtimeUrl, properties });
   const view = { core, events: [], errors: [] };
-  core.subscribe({ onError: ({ error, code }) => { view.errors.push({ code, message: String(error && error.message) }); } });
+  core.subscribe({ onError: ({ error, code }) => { view.errors.push({ code, message: String(error.message) }); } });
   for (let i = 0; i < 500 && !core.getAgent("default"); i++) await sleep(10);
   view.agent = core.getAgent("default");
-  if (!view.agent) throw new Error("the runtime's agent never showed up (status " + core.runtimeConnectionStatus + ")");
+  if (!view.agent) throw new Error("no agent from the runtime (status " + core.runtimeConnectionStatus + ")");
   view.agent.threadId = threadId;
   let open = false;   // a RUN_ERROR the runtime sends for a refused request comes without a RUN_STARTED
   view.agent.subscribe({ onEvent: ({ event }) => {
@@ -118,14 +120,16 @@ function sleep(ms) {
 function summary(events, errors, agent) {
   const last = events[events.length - 1] || {};
   return {
-    types: events.map((e) => e.type), text: events.filter((e) => e.type === "TEXT_MESSAGE_CONTENT").map((e) => e.delta).join(""),
-    events: events.filter((e) => /^(TEXT_MESSAGE_(START|END)|TOOL_CALL_(START|RESULT))$/.test(e.type))
-      .map((e) => ({ type: e.type, messageId: e.messageId, toolCallId: e.toolCallId, parentMessageId: e.parentMessageId })),
+    types: events.map((e) => e.type),
+    text: events.filter((e) => e.type === "TEXT_MESSAGE_CONTENT").map((e) => e.delta).join(""),
+    events: events.filter((e) => /^(TEXT_MESSAGE_(START|END)|TOOL_CALL_(START|RESULT))$/.test(e.type)).map(
+      (e) => ({ type: e.type, messageId: e.messageId, toolCallId: e.toolCallId, parentMessageId: e.parentMessageId })),
     last: { type: last.type, code: last.code || null, message: last.message || null, outcome: last.outcome || null },
     errors,
     messages: agent.messages.filter((m) => m.role !== "reasoning").map((m) => ({
       id: m.id, role: m.role, content: typeof m.content === "string" ? m.content : null,
-      toolCalls: (m.toolCalls || []).map((c) => ({ id: c.id, name: c.function.name })), toolCallId: m.toolCallId || null,
+      toolCalls: (m.toolCalls || []).map((c) => ({ id: c.id, name: c.function.name })),
+      toolCallId: m.toolCallId || null,
     })),
   };
 }
@@ -175,7 +179,7 @@ const CASES = {
     if (!state.pending) return { asked };
     const interrupt = state.pending.interrupts[0];
     const decision = state.resolve({ decision: "allow_once" });
-    const runId = decision.resume.map((entry) => runIds.get(entry.interruptId)).find((id) => id !== undefined);
+    const runId = decision.resume.map((entry) => runIds.get(entry.interruptId)).find((id) => id);
     const mark = view.mark();
     for (const result of decision.toolResults) {
       view.agent.addMessage({ id: randomUUID(), role: "tool", toolCallId: result.toolCallId, content: result.content });
@@ -248,8 +252,9 @@ async function main() {
   }
   await sleep(50);   // the copies of the last streams finish reading
   // Each run the adapter streamed to its end, as the runtime received it and as the page saw it (same order).
-  report.wire = wire.filter((w) => w.status === 200 && /^RUN_(FINISHED|ERROR)$/.test((w.events[w.events.length - 1] || {}).type))
-    .map((w) => ({ runId: w.body.runId, types: w.events.map((e) => e.type), invalid: w.invalid }));
+  const ended = (w) => w.status === 200 && /^RUN_(FINISHED|ERROR)$/.test((w.events[w.events.length - 1] || {}).type);
+  report.wire = wire.filter(ended).map((w) => ({ runId: w.body.runId, types: w.events.map((e) => e.type) }));
+  report.invalid = wire.flatMap((w) => w.invalid);
   report.clientRuns = clientRuns;
   report.offLoopback = offLoopback;
   process.stdout.write(JSON.stringify(report) + "\n");
