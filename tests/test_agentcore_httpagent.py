@@ -11,45 +11,22 @@ import subprocess
 import pytest
 
 from tests.harness import wait_for
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-NODE_DIR = os.path.join(HERE, "node")
-CACHE = os.path.join(os.path.expanduser("~"), ".cache", "iaccode_agui", "npm")
-
-
-def _pinned_version() -> str:
-    with open(os.path.join(NODE_DIR, "package.json"), encoding="utf-8") as handle:
-        return json.load(handle)["dependencies"]["@ag-ui/client"]
-
-
-def _installed_version() -> str:
-    try:
-        with open(os.path.join(CACHE, "node_modules", "@ag-ui", "client", "package.json"), encoding="utf-8") as handle:
-            return json.load(handle).get("version", "")
-    except (OSError, ValueError):
-        return ""
+from tests.node_packages import NODE_DIR, Unavailable, node_env, node_modules
 
 
 @pytest.fixture(scope="session")
-def ag_ui_client_dir() -> str:
+def ag_ui_client_modules() -> str:
     if shutil.which("node") is None:
         pytest.skip("node is not installed: the @ag-ui/client HttpAgent test needs Node.js 18+")
-    if _installed_version() != _pinned_version():
-        npm = shutil.which("npm")
-        assert npm is not None, "node is installed but npm is not: cannot install @ag-ui/client"
-        os.makedirs(CACHE, exist_ok=True)
-        shutil.copy(os.path.join(NODE_DIR, "package.json"), os.path.join(CACHE, "package.json"))
-        done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--silent"], cwd=CACHE,
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, "npm install of @ag-ui/client failed:\n%s%s" % (done.stdout, done.stderr)
-    assert _installed_version() == _pinned_version()
-    return CACHE
+    try:
+        return node_modules()
+    except Unavailable as missing:
+        raise AssertionError(str(missing))
 
 
-def test_httpagent_completes_a_run_and_an_interrupt_resume(ag_ui_client_dir, adapter_factory, workspace):
+def test_httpagent_completes_a_run_and_an_interrupt_resume(ag_ui_client_modules, adapter_factory, workspace):
     adapter = adapter_factory(default_cwd=workspace, auth_token="node-key")
-    env = dict(os.environ, NODE_PATH=os.path.join(ag_ui_client_dir, "node_modules"),
-               SUPPRESS_TRANSFORMATION_WARNINGS="true")
+    env = node_env(ag_ui_client_modules)
     done = subprocess.run(["node", os.path.join(NODE_DIR, "httpagent_check.cjs"), adapter.url + "ag-ui/agent",
                            "node-key"], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
@@ -66,14 +43,13 @@ def test_httpagent_completes_a_run_and_an_interrupt_resume(ag_ui_client_dir, ada
     assert os.path.exists(os.path.join(workspace, "hello.txt"))
 
 
-def test_httpagent_stops_by_dropping_the_stream_or_by_the_documented_subclass(ag_ui_client_dir, adapter_factory,
+def test_httpagent_stops_by_dropping_the_stream_or_by_the_documented_subclass(ag_ui_client_modules, adapter_factory,
                                                                                workspace, demo):
     """abortRun() of a stock HttpAgent only drops the stream: the next message on the thread stops the run
     (before: 409 SESSION_UNAVAILABLE until the run ended).  The subclass of docs/resume-and-stop.rst also
     posts the stop route, and the run ends at once."""
     adapter = adapter_factory(default_cwd=workspace, auth_token="node-key")
-    env = dict(os.environ, NODE_PATH=os.path.join(ag_ui_client_dir, "node_modules"),
-               SUPPRESS_TRANSFORMATION_WARNINGS="true")
+    env = node_env(ag_ui_client_modules)
     done = subprocess.run(["node", os.path.join(NODE_DIR, "stop_check.cjs"), adapter.url + "ag-ui/agent", "node-key"],
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
@@ -85,7 +61,7 @@ def test_httpagent_stops_by_dropping_the_stream_or_by_the_documented_subclass(ag
     stopped = adapter.app.manager.find_run("node-stop-route", "node-run-stopping")
     assert wait_for(lambda: stopped.worker.finished, 10) and stopped.worker.error_code == "CANCELLED"
     assert len([call for call in demo.runtime.requests_log if call[0] == "CancelTask"]) == 2
-    with open(os.path.join(HERE, "..", "docs", "resume-and-stop.rst"), encoding="utf-8") as handle:
+    with open(os.path.join(NODE_DIR, "..", "..", "docs", "resume-and-stop.rst"), encoding="utf-8") as handle:
         documented = handle.read()
     with open(os.path.join(NODE_DIR, "stop_check.cjs"), encoding="utf-8") as handle:
         script = handle.read()
