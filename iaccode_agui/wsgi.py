@@ -152,5 +152,7 @@ def _create(argv: Sequence[str], env: Mapping[str, str]) -> WorkerApp:
     cli.check_state_dir(settings.state_dir, "the state directory (--state-dir or IAC_CODE_AGUI_STATE_DIR) is "
                                             "not usable:")
     log.info("worker %d: A2A runtime %s, state dir %s", os.getpid(), settings.a2a_url, settings.state_dir)
-    return WorkerApp(AguiApp(settings))
+    app = AguiApp(settings)
+    cli.warn_if_runtime_silent(app)
+    return WorkerApp(app)
 
