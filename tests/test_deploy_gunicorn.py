@@ -1,4 +1,4 @@
-"""gunicorn for real: the recipe in ``tools/deploy/`` with 2 workers on one state dir and one runtime process.
+"""gunicorn for real: the recipe in ``iaccode_agui/deploy/`` with 2 workers on one state dir and one runtime process.
 
 The scripted runtime runs as its own process (``python -m iaccode_agui.demo``), as ``iac-code a2a`` would.
 Each test holds one pinned connection per worker (the test config logs which worker pid served a probe
