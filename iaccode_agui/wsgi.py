@@ -99,14 +99,14 @@ def gunicorn_config() -> Any:
     arbiter) is on the call stack, and its public ``cfg`` already names the worker class, so a worker that
     cannot stream is refused before it accepts anything.
     """
-    if "gunicorn.config" not in sys.modules:
+    config = sys.modules.get("gunicorn.config")    # gunicorn is no dependency: only ever the one running us
+    if config is None:
         return None
-    from gunicorn.config import Config
     frame = inspect.currentframe()
     try:
         while frame is not None:
             cfg = getattr(frame.f_locals.get("self"), "cfg", None)
-            if isinstance(cfg, Config):
+            if isinstance(cfg, config.Config):
                 return cfg
             frame = frame.f_back
         return None
@@ -115,8 +115,8 @@ def gunicorn_config() -> Any:
 
 
 def refuse_sync_worker(cfg: Any) -> None:
-    from gunicorn.workers.sync import SyncWorker
-    if issubclass(cfg.worker_class, SyncWorker):
+    sync = sys.modules.get("gunicorn.workers.sync")    # loaded by gunicorn whenever its worker class is one
+    if sync is not None and issubclass(cfg.worker_class, sync.SyncWorker):
         raise ConfigError("gunicorn's sync worker serves one request at a time, so one open event stream "
                           "blocks the worker and --timeout kills its runs: start gunicorn with --worker-class "
                           "gthread --threads N (N = streams per worker + 8), or -c the recipe in "
@@ -139,8 +139,7 @@ def create_app(*argv: str, env: Optional[Mapping[str, str]] = None) -> WorkerApp
             raise
         if cfg.preload_app:   # loaded by gunicorn's arbiter before any worker exists: a plain exit is one line
             raise SystemExit("iaccode_agui: %s" % exc) from None
-        from gunicorn.errors import AppImportError
-        raise AppImportError("iaccode_agui: %s" % exc) from None
+        raise sys.modules["gunicorn.errors"].AppImportError("iaccode_agui: %s" % exc) from None
 
 
 def _create(argv: Sequence[str], env: Mapping[str, str]) -> WorkerApp:
