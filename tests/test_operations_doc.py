@@ -7,8 +7,6 @@ import sys
 import time
 import zipfile
 
-import docutils.core
-import docutils.nodes
 import pytest
 import requests
 
@@ -17,7 +15,7 @@ from iaccode_agui.config import ConfigError
 from iaccode_agui.upstream import free_loopback_port
 from tests.adapter_process import run_body
 from tests.harness import wait_for
-from tests.test_readme import ROOT
+from tests.test_readme import ROOT, _literal_blocks
 from tests.tools_loader import load_tool
 
 DOC = os.path.join(ROOT, "docs", "operations.rst")
@@ -25,11 +23,7 @@ RECIPES = ("gunicorn.conf.py", "nginx.conf")
 
 
 def _blocks():
-    with open(DOC, encoding="utf-8") as handle:
-        doctree = docutils.core.publish_doctree(handle.read(), settings_overrides={"report_level": 2,
-                                                                                 "halt_level": 2})
-    find = getattr(doctree, "findall", doctree.traverse)
-    return [node.astext() for node in find(docutils.nodes.literal_block)]
+    return _literal_blocks(DOC)
 
 
 def _block(needle: str) -> str:

@@ -11,8 +11,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.rst")
 
 
-def _literal_blocks():
-    with open(README, encoding="utf-8") as handle:
+def _literal_blocks(path: str = README):
+    """The literal blocks of a reStructuredText page (the README, or a page of docs/), which must parse cleanly."""
+    with open(path, encoding="utf-8") as handle:
         doctree = docutils.core.publish_doctree(handle.read(), settings_overrides={"report_level": 2,
                                                                                  "halt_level": 2})
     find = getattr(doctree, "findall", doctree.traverse)

@@ -10,8 +10,6 @@ import sys
 import time
 from typing import Any, Dict, List
 
-import docutils.core
-import docutils.nodes
 import pytest
 
 from iaccode_agui.client import AguiTransport, main
@@ -19,7 +17,7 @@ from iaccode_agui.client import render
 from iaccode_agui.client.prompt import AnswerForm, InvalidAnswer, show
 from iaccode_agui.client.render import Renderer
 from tests.harness import wait_for
-from tests.test_readme import ROOT
+from tests.test_readme import ROOT, _literal_blocks
 
 
 class Script:
@@ -396,11 +394,8 @@ def test_a_silent_run_in_a_transcript_gets_a_few_plain_lines(adapter, monkeypatc
 
 def test_the_commands_of_its_page_work_as_written(adapter):
     """``docs/terminal-client.rst``: each command, run against the test adapter with the answers piped in."""
-    with open(os.path.join(ROOT, "docs", "terminal-client.rst"), encoding="utf-8") as handle:
-        doctree = docutils.core.publish_doctree(handle.read(), settings_overrides={"halt_level": 2})
-    find = getattr(doctree, "findall", doctree.traverse)
-    commands = [node.astext() for node in find(docutils.nodes.literal_block)
-                if node.astext().startswith(".venv/bin/python -m iaccode_agui.client ")]
+    commands = [block for block in _literal_blocks(os.path.join(ROOT, "docs", "terminal-client.rst"))
+                if block.startswith(".venv/bin/python -m iaccode_agui.client ")]
     assert len(commands) == 2
     for command, typed, wanted in zip(commands, ("1\n", "hello\n"), ("Done: hello.txt was written.", "You said: hello")):
         argv = shlex.split(command.replace("http://127.0.0.1:8000/", adapter.url).replace("/tmp/ws", adapter.workspace))
