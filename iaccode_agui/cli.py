@@ -4,12 +4,14 @@ The flags themselves (names, help, the variables' list) are in ``cliflags``; thi
 
 Flags win over environment variables, which win over defaults (the same names and defaults as
 ``iac-code agui``).  The process drains on SIGTERM/SIGINT: it stops admitting runs (503
-RUNTIME_DRAINING), lets active runs finish up to ``--drain-timeout``, cancels the rest and exits 0.
+RUNTIME_DRAINING), lets active runs finish up to ``--drain-timeout``, cancels the rest and exits 0.  A
+second signal cancels the active runs at once (cleanly: each client gets its RUN_ERROR, state is written).
 """
 import argparse
 import errno
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -305,10 +307,12 @@ def serve(settings: Settings, host: str, port: int, args: argparse.Namespace, up
     except ConfigError:
         app.close(0)
         raise
-    stop = threading.Event()
+    stop, now = threading.Event(), threading.Event()
     reason: List[str] = []
 
     def request_stop(signum: int, frame: Any) -> None:
+        if stop.is_set():   # the second signal: stop at once, as uvicorn and gunicorn do
+            now.set()
         reason.append(signal.Signals(signum).name)
         stop.set()
 
@@ -321,17 +325,47 @@ def serve(settings: Settings, host: str, port: int, args: argparse.Namespace, up
         print("web console: %sconsole" % server.url, flush=True)
     for warning in warnings:
         log.warning("%s", warning)
+    warn_if_runtime_silent(app)
     if args.idle_shutdown > 0:
         _start_idle_monitor(app, args.idle_shutdown, stop, reason)
     while not stop.wait(0.5):
         if not server.alive:
             log.error("the HTTP server loop stopped unexpectedly")
             return 1
-    log.info("stopping (%s): draining %d active run(s)", reason[0] if reason else "stop", app.manager.active_count())
-    app.close(args.drain_timeout, cancel_wait=10.0)
+    log.info("stopping (%s): draining %d active run(s) for up to %g s (--drain-timeout); press Ctrl-C or send "
+                "SIGTERM again to cancel them and stop now", reason[0] if reason else "stop",
+                app.manager.active_count(), args.drain_timeout)
+    drain(app, args.drain_timeout, now)
     server.stop()
     print("iaccode_agui stopped", flush=True)
     return 0
+
+
+def warn_if_runtime_silent(app: Any) -> None:
+    """A runtime that does not answer yet is no reason to refuse to start (it may come later), but the
+    operator should hear of it now rather than from the first failed run."""
+    runtime = next(check for check in app.readiness.report().checks if check.name == "runtime")
+    if not runtime.ok:
+        os_reason = re.search(r"\[Errno \d+\] ([^'\")]+)", runtime.detail)
+        log.warning("the A2A runtime at %s does not answer (%s); serving anyway: runs fail until it does, and "
+                    "GET /ready reports when it is back", app.settings.a2a_url,
+                    os_reason.group(1) if os_reason else runtime.detail)
+
+
+def drain(app: Any, timeout: float, now: threading.Event) -> None:
+    """Refuse new runs and let active ones finish for up to ``timeout`` seconds, or until ``now`` is set (a
+    second signal); then cancel what is left, cleanly (each client gets its ``RUN_ERROR``, the state is
+    written) and close the application."""
+    app.manager.draining = True
+    deadline = time.monotonic() + timeout
+    while not now.is_set() and time.monotonic() < deadline:
+        if app.manager.wait_idle(min(0.2, max(0.0, deadline - time.monotonic()))):
+            break
+    if now.is_set():
+        log.warning("stopping now: cancelling %d active run(s)", app.manager.active_count())
+        app.manager.cancel_all()
+        app.manager.wait_idle(10.0)
+    app.close(0, cancel_wait=10.0)
 
 
 def _start_idle_monitor(app: Any, idle_seconds: float, stop: threading.Event, reason: List[str]) -> None:

@@ -22,6 +22,7 @@ from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_FILE_LINK_
                                  MAX_IMAGES_BYTES, MAX_SSE_EVENT_BYTES, MIN_SSE_EVENT_BYTES)
 
 MIN_THREADS = 4
+DEPLOY_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deploy")
 # Threads kept free of streams by the default run cap, so /health, /ready, cancels and metrics still answer
 # when every admitted run holds its stream open.
 SPARE_THREADS = 8
@@ -140,7 +141,21 @@ def build_parser() -> argparse.ArgumentParser:
     add("--debug", action="store_true", help="debug logging")
     add("--log-stdout", action="store_true", help="log to stdout instead of stderr")
     add("--version", action="version", version="iaccode_agui %s" % __version__)
+    add("--print-deploy-dir", action=PrintDeployDir,
+        help="print the directory of the deployment recipes shipped with the package (gunicorn.conf.py, "
+             "nginx.conf) and exit")
     return parser
+
+
+class PrintDeployDir(argparse.Action):
+    """The recipes ship inside the package, so an installed user finds them without the source tree."""
+
+    def __init__(self, option_strings: Any, dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        print(DEPLOY_DIR)
+        parser.exit()
 
 
 def add_kept_flags(add: Any) -> None:

@@ -9,15 +9,19 @@ and a thread's task lives in exactly one runtime, so a resume landing on another
 
 A server that runs one request at a time per process (gunicorn's default ``sync`` worker) is refused: one
 open SSE stream would block every other request of that worker, and gunicorn kills a sync worker whose
-request outlasts ``--timeout``, taking every live run with it.  Every request then answers ``503
-WSGI_SERVER_UNSUPPORTED`` (``/health`` included, so a load balancer takes the worker out), and the reason is
-logged once.  The recipe in ``tools/deploy/gunicorn.conf.py`` refuses it even earlier, at start-up.
+request outlasts ``--timeout``, taking every live run with it.  Under gunicorn the refusal comes as the
+application loads, and so does every other configuration error: one line on stderr, and gunicorn stops
+("App failed to load") instead of printing a traceback per worker and booting the next one.  Any other
+server that calls the application one request at a time gets ``503 WSGI_SERVER_UNSUPPORTED`` on every
+request (``/health`` included, so a load balancer takes the worker out), and the reason is logged once.
 """
+import inspect
 import json
 import logging
 import os
+import sys
 import threading
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence
 
 from werkzeug.wrappers import Response
 
@@ -88,9 +92,58 @@ class WorkerApp:
         self.app.close(timeout)
 
 
+def gunicorn_config() -> Any:
+    """The configuration of the gunicorn process loading this application, or None outside gunicorn.
+
+    gunicorn calls the factory with its arguments only.  The worker loading it (with ``--preload``, the
+    arbiter) is on the call stack, and its public ``cfg`` already names the worker class, so a worker that
+    cannot stream is refused before it accepts anything.
+    """
+    config = sys.modules.get("gunicorn.config")    # gunicorn is no dependency: only ever the one running us
+    if config is None:
+        return None
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            cfg = getattr(frame.f_locals.get("self"), "cfg", None)
+            if isinstance(cfg, config.Config):
+                return cfg
+            frame = frame.f_back
+        return None
+    finally:
+        del frame
+
+
+def refuse_sync_worker(cfg: Any) -> None:
+    sync = sys.modules.get("gunicorn.workers.sync")    # loaded by gunicorn whenever its worker class is one
+    if sync is not None and issubclass(cfg.worker_class, sync.SyncWorker):
+        raise ConfigError("gunicorn's sync worker serves one request at a time, so one open event stream "
+                          "blocks the worker and --timeout kills its runs: start gunicorn with --worker-class "
+                          "gthread --threads N (N = streams per worker + 8), or -c the recipe in "
+                          "`python -m iaccode_agui --print-deploy-dir`")
+
+
 def create_app(*argv: str, env: Optional[Mapping[str, str]] = None) -> WorkerApp:
-    """The WSGI application of one worker; ``argv`` takes the flags of ``python -m iaccode_agui``."""
-    settings = settings_from_args(argv, os.environ if env is None else env)
+    """The WSGI application of one worker; ``argv`` takes the flags of ``python -m iaccode_agui``.
+
+    Under gunicorn a configuration error is gunicorn's own "cannot load the application" error: gunicorn
+    prints its one line and stops, where any other exception is a traceback per worker.
+    """
+    cfg = gunicorn_config()
+    try:
+        if cfg is not None:
+            refuse_sync_worker(cfg)
+        return _create(argv, os.environ if env is None else env)
+    except ConfigError as exc:
+        if cfg is None:
+            raise
+        if cfg.preload_app:   # loaded by gunicorn's arbiter before any worker exists: a plain exit is one line
+            raise SystemExit("iaccode_agui: %s" % exc) from None
+        raise sys.modules["gunicorn.errors"].AppImportError("iaccode_agui: %s" % exc) from None
+
+
+def _create(argv: Sequence[str], env: Mapping[str, str]) -> WorkerApp:
+    settings = settings_from_args(argv, env)
     if not logging.getLogger().handlers:   # the adapter's and access logs go to the worker's stderr
         cli.configure_logging("--debug" in argv, False)
     # As at ``python -m iaccode_agui`` start-up: a worker booted on an unusable state directory would answer
@@ -98,5 +151,7 @@ def create_app(*argv: str, env: Optional[Mapping[str, str]] = None) -> WorkerApp
     cli.check_state_dir(settings.state_dir, "the state directory (--state-dir or IAC_CODE_AGUI_STATE_DIR) is "
                                             "not usable:")
     log.info("worker %d: A2A runtime %s, state dir %s", os.getpid(), settings.a2a_url, settings.state_dir)
-    return WorkerApp(AguiApp(settings))
+    app = AguiApp(settings)
+    cli.warn_if_runtime_silent(app)
+    return WorkerApp(app)
 

@@ -1,4 +1,4 @@
-"""gunicorn for real: the recipe in ``tools/deploy/`` with 2 workers on one state dir and one runtime process.
+"""gunicorn for real: the recipe in ``iaccode_agui/deploy/`` with 2 workers on one state dir and one runtime process.
 
 The scripted runtime runs as its own process (``python -m iaccode_agui.demo``), as ``iac-code a2a`` would.
 Each test holds one pinned connection per worker (the test config logs which worker pid served a probe
@@ -248,21 +248,36 @@ def test_the_recipe_refuses_the_sync_worker_at_start_up(deployment, tmp_path):
     assert "use the gthread worker" in server.log()
 
 
-def test_the_application_refuses_every_request_under_the_sync_worker(deployment, tmp_path):
-    """Without the recipe's start-up check, the factory still refuses to serve (503, /health included)."""
-    server = procs.GunicornProcess(str(tmp_path), deployment.env, workers=1, config=os.devnull,
+def _load_refusal(server: Any) -> str:
+    """The one line gunicorn printed for an application that refused to load; gunicorn stopped with 4."""
+    assert server.proc.wait(30) == 4, server.log()
+    log = server.log()
+    assert "Traceback" not in log and "App failed to load" in log, log
+    (line,) = [line for line in log.splitlines() if line.startswith("iaccode_agui: ")]
+    return line
+
+
+def test_the_application_refuses_the_sync_worker_as_it_loads(deployment, tmp_path):
+    """Without the recipe's start-up check, the worker refuses to load the application: one line naming
+    the worker class to use, before any request is accepted (not a 503 on the first request)."""
+    server = procs.GunicornProcess(str(tmp_path), deployment.env, workers=1, config=os.devnull, wait=False,
                                    args=["--worker-class", "sync", "iaccode_agui.wsgi:create_app()"])
-    try:
-        conn = procs.PinnedConnection(server.url)
-        assert _error(conn.request("GET", "/health")) == (503, "WSGI_SERVER_UNSUPPORTED")
-        conn.close()
-        conn = procs.PinnedConnection(server.url)
-        response = conn.request("POST", "/", deployment.body("hello", "sync"), headers={"Accept-Language": "fr"})
-        assert response.status == 503 and "multithread" in response.read().decode()
-        conn.close()
-        assert "WSGI_SERVER_UNSUPPORTED" in server.log()
-    finally:
-        assert server.stop() == 0
+    line = _load_refusal(server)
+    assert "sync worker" in line and "--worker-class gthread --threads N" in line, line
+
+
+@pytest.mark.parametrize("preload", [False, True])
+def test_a_missing_runtime_url_under_gunicorn_is_one_line(deployment, tmp_path, preload):
+    env = {k: v for k, v in deployment.env.items() if k != "IAC_CODE_AGUI_A2A_URL"}
+    args = ["--worker-class", "gthread", "--threads", "4", "iaccode_agui.wsgi:create_app()"]
+    server = procs.GunicornProcess(str(tmp_path), env, workers=1, config=os.devnull, wait=False,
+                                   args=(["--preload"] if preload else []) + args)
+    if preload:   # refused in the arbiter, before any worker: a plain exit
+        assert server.proc.wait(30) == 1
+        lines = server.log().strip().splitlines()
+        assert lines[-1].startswith("iaccode_agui: set IAC_CODE_AGUI_A2A_URL") and "Traceback" not in server.log()
+        return
+    assert "IAC_CODE_AGUI_A2A_URL" in _load_refusal(server)
 
 
 # ---- the factory's settings ------------------------------------------------------------------------------

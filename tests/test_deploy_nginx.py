@@ -1,4 +1,4 @@
-"""A real nginx over ``tools/deploy/nginx.conf`` in front of two adapter hosts, each with its own runtime.
+"""A real nginx over ``iaccode_agui/deploy/nginx.conf`` in front of two adapter hosts, each with its own runtime.
 
 Each "host" is an adapter process (``python -m iaccode_agui``) with its own scripted runtime process and its
 own state dir, on its own loopback port, as two machines behind one load balancer would be.  nginx hashes

@@ -3,7 +3,7 @@
 The adapter must not assume it owns the URL root or that it runs on waitress: the same stack is served by
 waitress and by the stdlib ``wsgiref`` server (threaded), which has no ``waitress.client_disconnected``
 probe, so there a vanished client is only noticed when a heartbeat write fails.  The stack below is the
-example the README gives to embedders.
+example the README gives to embedders; the README's own ``app.py`` also runs as a process, stopped by Ctrl-C.
 
 Live streams are read with ``http.client``'s ``read1``: wsgiref answers HTTP/1.0 with a close-delimited
 body, which ``requests``' ``iter_content`` only hands over once the connection closes, while a browser's
@@ -12,6 +12,9 @@ body, which ``requests``' ``iter_content`` only hands over once the connection c
 import http.client
 import json
 import os
+import signal
+import subprocess
+import sys
 import socketserver
 import threading
 import time
@@ -26,8 +29,12 @@ from werkzeug.middleware.dispatcher import DispatcherMiddleware
 import iaccode_agui
 from iaccode_agui.config import Settings
 from iaccode_agui.serving import ServerThread
+from iaccode_agui.state.store import ThreadStore
+from iaccode_agui.upstream import free_loopback_port
+from tests.adapter_process import post_run, run_body
 from tests.agui_checker import check_stream, parse_sse, types
-from tests.harness import interrupt_of, session_of, text_of, wait_for
+from tests.harness import SSEReader, interrupt_of, session_of, text_of, wait_for
+from tests.test_readme import ROOT, _literal_blocks
 
 PREFIX = "/agui"
 
@@ -225,3 +232,40 @@ def test_sse_streams_before_the_run_ends_and_disconnect_cancels(site, demo):
     assert wait_for(lambda: site.app.manager.active_count() == 0 and site.app.open_streams == 0, 5)
     state = site.app.store.load("s1")
     assert state.active_run is None and state.execution.execution_id in state.terminal_execution_ids
+
+
+def test_the_readme_example_stops_cleanly_on_ctrl_c(tmp_path):
+    """The README's ``app.py`` as a process: Ctrl-C during a run ends that run with its ``RUN_ERROR`` on the
+    open stream, writes the thread down as idle and exits 0 (only the port and the drain are changed)."""
+    example = next(block for block in _literal_blocks() if "DispatcherMiddleware(site" in block)
+    port = free_loopback_port()
+    assert "port=8080" in example
+    (tmp_path / "app.py").write_text(example.replace("port=8080", "port=%d" % port).replace(
+        "agui.close(10)", "agui.close(0.5)"))
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    base = "http://127.0.0.1:%d/agui/" % port
+    try:
+        assert wait_for(lambda: _answers(base + "health"), 20), proc.stdout.read() if proc.poll() else ""
+        reader = SSEReader(post_run(base, run_body("/tmp", "slow please", "embedded")))
+        reader.until("TEXT_MESSAGE_CONTENT")
+        proc.send_signal(signal.SIGINT)
+        events = reader.until("RUN_ERROR", limit=15)
+        assert proc.wait(15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    output = proc.stdout.read().decode()
+    assert events[-1]["code"] == "CANCELLED", events[-1]
+    assert "Traceback" not in output and "still running" not in output, output
+    state = ThreadStore(str(tmp_path / "agui-state")).load("embedded")
+    assert state is not None and state.active_run is None
+
+
+def _answers(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=2).status_code == 200
+    except requests.RequestException:
+        return False

@@ -12,6 +12,7 @@ README = os.path.join(ROOT, "README.rst")
 
 
 def _literal_blocks(path: str = README):
+    """The literal blocks of a reStructuredText page (the README, or a page of docs/), which must parse cleanly."""
     with open(path, encoding="utf-8") as handle:
         doctree = docutils.core.publish_doctree(handle.read(), settings_overrides={"report_level": 2,
                                                                                  "halt_level": 2})
@@ -124,9 +125,9 @@ def test_repeating_an_example_is_explained():
 def test_embedding_names_gunicorn_and_its_caveats():
     text = _readme_text()
     for needle in ("``gthread``", "``sync``", "--worker-class gthread", "--timeout 120", "WSGI_SERVER_UNSUPPORTED",
-                   "single-process", "second one", "tools/deploy/gunicorn.conf.py"):
+                   "single-process", "second one", "--print-deploy-dir)/gunicorn.conf.py"):
         assert needle in text, needle
-    assert os.path.exists(os.path.join(ROOT, "tools", "deploy", "gunicorn.conf.py"))
+    assert os.path.exists(os.path.join(ROOT, "iaccode_agui", "deploy", "gunicorn.conf.py"))
 
 
 def test_air_gapped_commands_are_the_bundles_own():

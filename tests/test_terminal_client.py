@@ -1,7 +1,9 @@
 """The terminal client (``python -m iaccode_agui.client``) driven in-process against a real adapter."""
 import io
 import os
+import re
 import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -11,9 +13,11 @@ from typing import Any, Dict, List
 import pytest
 
 from iaccode_agui.client import AguiTransport, main
-from iaccode_agui.client.prompt import AnswerForm, InvalidAnswer
+from iaccode_agui.client import render
+from iaccode_agui.client.prompt import AnswerForm, InvalidAnswer, show
 from iaccode_agui.client.render import Renderer
 from tests.harness import wait_for
+from tests.test_readme import ROOT, _literal_blocks
 
 
 class Script:
@@ -75,9 +79,10 @@ def test_normal_message_streams_text_and_reasoning(adapter):
 def test_permission_answered_by_number(adapter, demo):
     run = Client(adapter, "write a file", answers=["1"], extra=["--ros-invocation-id", "inv-9"])
     assert run.code == 0, run.text
-    assert "? Change a workspace file (tool_call)" in run.text
+    assert "? Permission needed: Change a workspace file (write_file)\n" in run.text
     assert "  1) Allow once [allow_once]\n  2) Deny [deny]\n" in run.text
-    assert '"enum":["allow_once","deny"]' in run.text  # the schema is shown
+    assert "schema" not in run.text and '"enum"' not in run.text   # words, not the raw JSON schema
+    assert run.script.prompts == ["Type a number 1-2; Enter alone denies: "]
     assert "\u2699 write_file(" in run.text and "hello.txt" in run.text
     assert "\u21b3 Successfully wrote" in run.text
     assert "artifact " in run.text
@@ -106,9 +111,10 @@ def test_invalid_answers_are_asked_again(adapter):
 def test_question_by_option_number(adapter):
     run = Client(adapter, "a question please", answers=["2"])
     assert run.code == 0, run.text
-    assert "? ask_user_question (input_required)\n  Which region?\n" in run.text
+    assert "? Your answer is needed\n  Which region?\n" in run.text
     assert "1) Hangzhou [cn-hangzhou]" in run.text and "2) Beijing [cn-beijing]" in run.text
-    assert "or type free text" in run.text
+    assert "or type your own answer" in run.text and "oneOf" not in run.text
+    assert run.script.prompts == ["Type a number 1-2 or your own answer; Enter alone cancels: "]
     assert "You chose: Beijing." in run.text
     assert run.transport.bodies[1]["resume"][0]["payload"] == {"selectedId": "cn-beijing"}
 
@@ -214,7 +220,10 @@ def test_answer_form_from_schemas():
     assert boolean.answer("  ") is None
     opaque = AnswerForm({"id": "o", "responseSchema": {"type": "object", "required": ["a", "b"], "properties": {
         "a": {"type": "integer"}, "b": {"type": "integer"}}}})
-    assert opaque.choices == [] and opaque.prompt == "answer [a JSON object; empty = cancel]: "
+    assert opaque.choices == [] and opaque.prompt == "Type a JSON object; Enter alone cancels: "
+    shown = io.StringIO()
+    show(opaque, Renderer(shown))
+    assert "a JSON object with: a (integer, required), b (integer, required)" in shown.getvalue()
     assert opaque.answer('{"a": 1, "b": 2}') == {"a": 1, "b": 2}
     for bad in ('{"a": 1}', "a=1", "{nope"):
         try:
@@ -306,8 +315,8 @@ def test_piped_stdin_repl_in_a_subprocess_echoes_answers(adapter):
                           capture_output=True, text=True, env=_child_env(), timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "> write a file\n" in done.stdout
-    assert "answer [1-2; empty = deny]: nope\ninvalid answer: " in done.stdout
-    assert "answer [1-2; empty = deny]: 2\n" in done.stdout and "denied" in done.stdout
+    assert "Type a number 1-2; Enter alone denies: nope\ninvalid answer: " in done.stdout
+    assert "Type a number 1-2; Enter alone denies: 2\n" in done.stdout and "denied" in done.stdout
     assert "You said: hi" in done.stdout and "\x1b[" not in done.stdout
 
 
@@ -320,11 +329,10 @@ def test_deployment_confirmation_lists_each_option_once():
     from tests.test_interrupts import DEPLOY
     form = AnswerForm(_projected(DEPLOY))
     assert [choice.key for choice in form.choices] == ["go", "tune", "stop"]
-    assert form.prompt == "answer [1-3; empty = cancel]: "
+    assert form.prompt == "Type a number 1-3; Enter alone cancels: "
     assert form.answer("1") == {"selectedId": "go"}
     assert form.answer("adjust") == {"action": "adjust"}       # the other spelling is still understood
     out = io.StringIO()
-    from iaccode_agui.client.prompt import show
     show(form, Renderer(out))
     assert out.getvalue().count(") ") == 3, out.getvalue()
 
@@ -333,12 +341,12 @@ def test_a_permission_prompt_says_that_empty_denies():
     permission = AnswerForm({"id": "p", "reason": "tool_call", "responseSchema": {
         "type": "object", "properties": {"decision": {"type": "string", "enum": ["allow_once", "deny"]}},
         "required": ["decision"]}})
-    assert permission.prompt == "answer [1-2; empty = deny]: "
+    assert permission.prompt == "Type a number 1-2; Enter alone denies: "
     assert permission.resume_entry(permission.answer("")) == {"interruptId": "p", "status": "cancelled"}
     question = AnswerForm({"id": "q", "responseSchema": {"oneOf": [
         {"type": "object", "properties": {"selectedId": {"const": "a"}}, "required": ["selectedId"]},
         {"type": "object", "properties": {"freeText": {"type": "string"}}, "required": ["freeText"]}]}})
-    assert question.prompt == "answer [1, free text; empty = cancel]: "
+    assert question.prompt == "Type 1 or your own answer; Enter alone cancels: "
 
 
 def test_parallel_messages_are_written_as_separate_blocks():
@@ -360,3 +368,37 @@ def test_parallel_messages_are_written_as_separate_blocks():
     for event in events:
         renderer.event(event)
     assert out.getvalue() == "Candidate A: ECS only.\nCandidate B: SLB + ECS + RDS.\nCandidate C: FC.\n"
+
+
+def test_a_silent_run_shows_waiting_in_place_on_a_terminal(adapter):
+    """On a terminal the waiting line is redrawn in place with the seconds of silence and erased by the
+    next output, which then starts on a clean line."""
+    run = Client(adapter, "sleep 3", out=FakeTerminal())
+    assert run.code == 0, run.text
+    assert "waiting\u2026 2 s" in run.text, repr(run.text)
+    assert "\n" not in run.text[run.text.index("waiting"):run.text.rindex("waiting")]   # one line, redrawn
+    assert render.ERASE_LINE + "I slept for 3 seconds." in run.text.replace("\x1b[0m", ""), repr(run.text)
+
+
+def test_a_silent_run_in_a_transcript_gets_a_few_plain_lines(adapter, monkeypatch):
+    """Not a terminal: no control characters, and a plain line only each time the silence doubles."""
+    quiet = Client(adapter, "sleep 3", thread="quiet")
+    assert quiet.code == 0 and "waiting" not in quiet.text      # shorter than the first line's 10 s
+    monkeypatch.setattr(render, "WAIT_FIRST_LINE", 1.0)
+    run = Client(adapter, "sleep 3", thread="noted")
+    assert run.code == 0, run.text
+    seconds = [int(found) for found in re.findall(r"^\u00b7 waiting\u2026 (\d+) s$", run.text, re.M)]
+    assert seconds[:2] == [1, 2] and len(seconds) <= 3, run.text   # at 1 s, 2 s (4 s: after the reply)
+    assert "\r" not in run.text and "\x1b[" not in run.text
+
+
+def test_the_commands_of_its_page_work_as_written(adapter):
+    """``docs/terminal-client.rst``: each command, run against the test adapter with the answers piped in."""
+    commands = [block for block in _literal_blocks(os.path.join(ROOT, "docs", "terminal-client.rst"))
+                if block.startswith(".venv/bin/python -m iaccode_agui.client ")]
+    assert len(commands) == 2
+    for command, typed, wanted in zip(commands, ("1\n", "hello\n"), ("Done: hello.txt was written.", "You said: hello")):
+        argv = shlex.split(command.replace("http://127.0.0.1:8000/", adapter.url).replace("/tmp/ws", adapter.workspace))
+        done = subprocess.run([sys.executable] + argv[1:], input=typed, capture_output=True, text=True,
+                              env=_child_env(), timeout=60)
+        assert done.returncode == 0 and wanted in done.stdout, done.stdout + done.stderr

@@ -19,7 +19,7 @@ import uuid
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEPLOY = os.path.join(ROOT, "tools", "deploy")
+DEPLOY = os.path.join(ROOT, "iaccode_agui", "deploy")
 RECIPE = os.path.join(DEPLOY, "gunicorn.conf.py")
 NGINX_TEMPLATE = os.path.join(DEPLOY, "nginx.conf")
 
@@ -121,7 +121,7 @@ class RuntimeProcess(Process):
 
 
 class GunicornProcess(Process):
-    """gunicorn over ``tools/deploy/gunicorn.conf.py`` plus the pid-probe hook, on 127.0.0.1 port 0."""
+    """gunicorn over ``iaccode_agui/deploy/gunicorn.conf.py`` plus the pid-probe hook, on 127.0.0.1 port 0."""
 
     def __init__(self, log_dir: str, env: Dict[str, str], workers: int = 2, args: Sequence[str] = (),
                  config: Optional[str] = None, boot_timeout: float = 30.0, wait: bool = True) -> None:

@@ -4,7 +4,7 @@ Usage::
 
     python tools/worker_crash_soak.py [--kills 50] [--clients 4] [--seed N] [--json]
 
-gunicorn runs the recipe (``tools/deploy/gunicorn.conf.py``) with 2 workers on one state dir; the scripted
+gunicorn runs the recipe (``iaccode_agui/deploy/gunicorn.conf.py``) with 2 workers on one state dir; the scripted
 runtime runs in this process so its record of A2A calls and tool executions can be read.  Client threads
 drive turns (a 60-delta ``slow`` answer, a ``write`` permission interrupt answered allow_once, an
 auto-approved ``tool``, a greeting), each request on a fresh connection tagged with a probe id so the

@@ -15,6 +15,9 @@ from jsonschema.exceptions import SchemaError, best_match
 from iaccode_agui.client.render import Renderer
 
 InputFn = Callable[[str], str]
+HEADINGS = {"tool_call": "Permission needed", "input_required": "Your answer is needed"}
+EMPTY_MEANS = {"deny": "denies", "cancel": "cancels"}
+DETAILS = (("purpose", "why"), ("safeSummary", "call"))    # metadata shown, and its label
 
 
 class Choice(NamedTuple):
@@ -131,14 +134,15 @@ class AnswerForm:
 
     @property
     def prompt(self) -> str:
+        """What to type, in words: the choice numbers, free text or a JSON object, and what Enter alone does."""
         parts = []
         if self.choices:
-            parts.append("1-%d" % len(self.choices) if len(self.choices) > 1 else "1")
+            parts.append("a number 1-%d" % len(self.choices) if len(self.choices) > 1 else "1")
         if self.free_text is not None:
-            parts.append("free text")
+            parts.append("your own answer")
         elif not self.choices:
             parts.append("a JSON object")
-        return "answer [%s; empty = %s]: " % (", ".join(parts), self.empty_means)
+        return "Type %s; Enter alone %s: " % (" or ".join(parts), EMPTY_MEANS[self.empty_means])
 
     def validate(self, payload: Dict[str, Any]) -> None:
         if self._validator is None:
@@ -196,19 +200,35 @@ class AnswerForm:
         return {"interruptId": self.interrupt_id, "status": "resolved", "payload": payload}
 
 
-def show(form: AnswerForm, renderer: Renderer) -> None:
-    """Everything the user needs to decide: message, descriptive metadata, options and the schema."""
+def heading(form: AnswerForm) -> str:
+    """What is asked, in words: a permission or a question, and what it is about."""
     meta = form.metadata
-    reason = str(form.interrupt.get("reason") or "input needed")
-    heading = str(meta.get("title") or meta.get("toolName") or meta.get("kind") or reason)
-    if heading != reason:
-        heading += " (%s)" % reason
-    renderer.line(renderer.glyphs["ask"] + heading, "yellow", "bold")
+    title, tool = (str(meta.get(key) or "") for key in ("title", "toolName"))
+    about = "%s (%s)" % (title, tool) if title and tool else title or tool
+    what = HEADINGS.get(str(form.interrupt.get("reason")), "Input needed")
+    return "%s: %s" % (what, about) if about else what
+
+
+def fields_in_words(schema: Dict[str, Any]) -> str:
+    """The fields a JSON answer may carry, for an interrupt that offers neither choices nor free text."""
+    props = schema.get("properties")
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    described = []
+    for name, sub in (props.items() if isinstance(props, dict) else []):
+        kind = sub.get("type", "any value") if isinstance(sub, dict) else "any value"
+        described.append("%s (%s%s)" % (name, kind, ", required" if name in required else ""))
+    return ", ".join(described)
+
+
+def show(form: AnswerForm, renderer: Renderer) -> None:
+    """Everything the user needs to decide, in words: what is asked, why, and the numbered options."""
+    meta = form.metadata
+    renderer.line(renderer.glyphs["ask"] + heading(form), "yellow", "bold")
     for text in str(form.interrupt.get("message", "")).splitlines():
         renderer.line("  " + text)
-    for key in ("purpose", "safeSummary"):
+    for key, label in DETAILS:
         if isinstance(meta.get(key), str) and meta[key]:
-            renderer.line("  %s: %s" % (key, meta[key]), "dim")
+            renderer.line("  %s: %s" % (label, meta[key]), "dim")
     if form.choices:
         for number, choice in enumerate(form.choices, 1):
             renderer.line("  %d) %s [%s]" % (number, choice.title, choice.key))
@@ -216,10 +236,11 @@ def show(form: AnswerForm, renderer: Renderer) -> None:
         for title in form.titles.values():
             renderer.line("  - " + title)
     if form.free_text is not None:
-        renderer.line("  or type free text", "dim")
-    renderer.line("  schema: " + json.dumps(form.schema, ensure_ascii=False, separators=(",", ":")), "dim")
+        renderer.line("  or type your own answer", "dim")
+    elif not form.choices and fields_in_words(form.schema):
+        renderer.line("  a JSON object with: " + fields_in_words(form.schema), "dim")
     if form.interrupt.get("expiresAt"):
-        renderer.line("  expires: %s" % form.interrupt["expiresAt"], "dim")
+        renderer.line("  answer before %s" % form.interrupt["expiresAt"], "dim")
 
 
 def ask(form: AnswerForm, input_fn: InputFn, renderer: Renderer) -> Dict[str, Any]:

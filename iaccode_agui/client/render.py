@@ -4,10 +4,17 @@ Assistant text and reasoning arrive as deltas and are written as they come, so t
 the cursor sits mid-line: every block line (a tool call, a step, an error) first closes the open line, which
 keeps interleaved streams (text that opens a tool call before it ends) readable.  Colour and the non-ASCII
 glyphs are both optional so output piped to a file or an old console stays plain.
+
+While a run is silent the user still sees that it is alive: a "waiting" line with the seconds of silence, redrawn
+in place on a terminal (and erased by the next output), or, in a transcript, a plain line each time the silence
+doubles, so a long quiet run adds a handful of lines rather than one per second.
 """
+import contextlib
 import json
 import os
-from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
+import threading
+import time
+from typing import Any, Dict, Iterator, List, Optional, Set, TextIO, Tuple
 
 from iaccode_agui.projection.events import (ARTIFACT_EVENT, PIPELINE_EVENT, SESSION_EVENT,
                                             TOOL_PROGRESS_EVENT)
@@ -16,17 +23,25 @@ Event = Dict[str, Any]
 
 _STYLES = {"dim": "2", "bold": "1", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 _UNICODE = {"reasoning": "\u2026 ", "tool": "\u2699 ", "result": "  \u21b3 ", "step": "\u25b8 ", "done": "\u2713 ",
-            "info": "\u00b7 ", "ask": "? "}
+            "info": "\u00b7 ", "ask": "? ", "wait": "\u00b7 waiting\u2026 "}
 _ASCII = {"reasoning": "... ", "tool": "* ", "result": "  -> ", "step": "> ", "done": "+ ", "info": "- ",
-          "ask": "? "}
+          "ask": "? ", "wait": "- waiting... "}
 ARGS_LIMIT = 160
 RESULT_LIMIT = 200
+WAIT_SHOWN_AFTER = 2.0     # seconds of silence before a terminal shows the waiting line
+WAIT_FIRST_LINE = 10.0     # ... and before a transcript gets its first one (then at each doubling)
+WAIT_TICK = 0.25
+ERASE_LINE = "\r\x1b[K"
 
 
 def color_wanted(out: TextIO, no_color: bool = False) -> bool:
     """Colour only on an interactive terminal, and never when the user or ``NO_COLOR`` says no."""
     if no_color or os.environ.get("NO_COLOR"):
         return False
+    return is_terminal(out)
+
+
+def is_terminal(out: TextIO) -> bool:
     isatty = getattr(out, "isatty", None)
     try:
         return bool(isatty and isatty())
@@ -73,6 +88,11 @@ class Renderer:
         self._live: Optional[Tuple[str, str]] = None                 # (kind, message id)
         self._held: Dict[Tuple[str, str], List[str]] = {}            # deltas of waiting messages
         self._ended: Set[Tuple[str, str]] = set()                    # waiting messages that already ended
+        self.terminal = is_terminal(out)
+        self._lock = threading.RLock()       # the waiting ticker writes from its own thread
+        self._silent_since: Optional[float] = None   # set while a run is being waited for
+        self._next_plain = WAIT_FIRST_LINE
+        self._drawn = False                  # a waiting line is on the terminal, to be erased
 
     # ---- low level ------------------------------------------------------------------------------
     def style(self, text: str, *styles: str) -> str:
@@ -84,8 +104,55 @@ class Renderer:
     def write(self, text: str, *styles: str) -> None:
         if not text:
             return
-        self.out.write(self.style(text, *styles))
-        self._at_line_start = text.endswith("\n")
+        with self._lock:
+            if self._drawn:
+                self.out.write(ERASE_LINE)
+                self._drawn = False
+            self.out.write(self.style(text, *styles))
+            self._at_line_start = text.endswith("\n")
+            self.out.flush()
+            if self._silent_since is not None:
+                self._silent_since, self._next_plain = time.monotonic(), WAIT_FIRST_LINE
+
+    # ---- waiting ----------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Show the waiting line whenever the run inside this block stays silent for a while."""
+        stop = threading.Event()
+        with self._lock:
+            self._silent_since, self._next_plain = time.monotonic(), WAIT_FIRST_LINE
+        ticker = threading.Thread(target=self._tick_until, args=(stop,), name="client-waiting", daemon=True)
+        ticker.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            ticker.join(1.0)
+            with self._lock:
+                self._silent_since = None
+                if self._drawn:
+                    self.out.write(ERASE_LINE)
+                    self.out.flush()
+                    self._drawn = False
+
+    def _tick_until(self, stop: threading.Event) -> None:
+        while not stop.wait(WAIT_TICK):
+            with self._lock:
+                self._tick()
+
+    def _tick(self) -> None:
+        if self._silent_since is None or not self._at_line_start:
+            return    # mid-line the streamed text itself is the latest sign of life
+        silent = time.monotonic() - self._silent_since
+        text = self.glyphs["wait"] + "%d s" % silent
+        if self.terminal and silent >= WAIT_SHOWN_AFTER:
+            self.out.write(ERASE_LINE + self.style(text, "dim"))
+            self._drawn = True
+        elif not self.terminal and silent >= self._next_plain:
+            self.out.write(text + "\n")
+            self._next_plain *= 2
+        else:
+            return
         self.out.flush()
 
     def end_line(self) -> None:

@@ -43,6 +43,14 @@ def _new_id(prefix: str) -> str:
     return "%s-%s" % (prefix, uuid.uuid4().hex)
 
 
+def _interrupts(finished: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The interrupts a ``RUN_FINISHED`` leaves to answer (none unless its outcome is an interrupt)."""
+    outcome = finished.get("outcome")
+    if not isinstance(outcome, dict) or outcome.get("type") != "interrupt":
+        return []
+    return [item for item in outcome.get("interrupts") or [] if isinstance(item, dict)]
+
+
 class TerminalClient:
     """Sends turns on one thread and renders what comes back."""
 
@@ -104,20 +112,17 @@ class TerminalClient:
         """Render one response until the run's terminal event; StreamBroken propagates to the caller."""
         execution_id = execution_id_box[0]
         try:
-            for event in stream:
-                if event.get("type") == "CUSTOM" and event.get("name") == SESSION_EVENT:
-                    value = event.get("value")
-                    if isinstance(value, dict) and value.get("executionId"):
-                        execution_id = execution_id_box[0] = str(value["executionId"])
-                self.renderer.event(event)
-                if event.get("type") == "RUN_ERROR":
-                    return RunResult(EXIT_ERROR, [])
-                if event.get("type") == "RUN_FINISHED":
-                    outcome = event.get("outcome")
-                    if isinstance(outcome, dict) and outcome.get("type") == "interrupt":
-                        found = outcome.get("interrupts")
-                        return RunResult(EXIT_OK, [i for i in found or [] if isinstance(i, dict)])
-                    return RunResult(EXIT_OK, [])
+            with self.renderer.waiting():
+                for event in stream:
+                    if event.get("type") == "CUSTOM" and event.get("name") == SESSION_EVENT:
+                        value = event.get("value")
+                        if isinstance(value, dict) and value.get("executionId"):
+                            execution_id = execution_id_box[0] = str(value["executionId"])
+                    self.renderer.event(event)
+                    if event.get("type") == "RUN_ERROR":
+                        return RunResult(EXIT_ERROR, [])
+                    if event.get("type") == "RUN_FINISHED":
+                        return RunResult(EXIT_OK, _interrupts(event))
         except KeyboardInterrupt:
             self._cancel(execution_id, ros_invocation_id)
             return RunResult(EXIT_INTERRUPTED, [])

@@ -2,13 +2,15 @@
 
     IAC_CODE_AGUI_A2A_URL=http://127.0.0.1:41242/ IAC_CODE_AGUI_A2A_TOKEN=... \\
     IAC_CODE_AGUI_STATE_DIR=/var/lib/iaccode-agui \\
-        gunicorn -c tools/deploy/gunicorn.conf.py --bind 127.0.0.1:8000 --workers 2
+        gunicorn -c "$(python -m iaccode_agui --print-deploy-dir)/gunicorn.conf.py" --bind 127.0.0.1:8000 --workers 2
+
+This file ships inside the package; ``python -m iaccode_agui --print-deploy-dir`` prints its directory.
 
 Every choice below follows from one fact: an SSE stream holds its worker thread for the whole run.
 
 * ``gthread`` worker: a thread per open stream.  The ``sync`` worker serves one request at a time and is
   killed after ``--timeout`` while a stream is open; this file refuses to start with it (and the
-  application refuses every request under it, should the file not be used).
+  application refuses to load under it, should the file not be used).
 * ``threads`` = streams per worker plus room for short requests (health, cancel, metrics, stop): the
   adapter answers ``429 RUNTIME_CAPACITY_EXCEEDED`` at ``threads - 8`` active runs instead of letting
   gunicorn queue a request silently behind busy threads.
