@@ -141,3 +141,13 @@ def test_js_units_under_node():
                             timeout=120, cwd=ROOT)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert re.search(r"^# pass [1-9]", result.stdout, re.M) and re.search(r"^# fail 0", result.stdout, re.M)
+
+
+def test_capabilities_name_the_default_workspace_the_console_starts_with(tmp_path):
+    """The console fills its workspace field from ``custom.iacCode.defaultCwd`` (null: the server has none)."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with_default = client(tmp_path, default_cwd=str(workspace)).get("/capabilities").get_json()["custom"]["iacCode"]
+    assert with_default["defaultCwd"] == os.path.realpath(str(workspace)) and with_default["serverDefaults"] is True
+    without = client(tmp_path).get("/capabilities").get_json()["custom"]["iacCode"]
+    assert without["defaultCwd"] is None and without["serverDefaults"] is False
