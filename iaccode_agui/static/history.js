@@ -73,7 +73,7 @@ export class HistoryReplay {
       const result = await this.one(record);
       if (result.terminal) this.pending = pendingAfter(before, result, record.answered);
       else if (result.error && !this.stopped) {
-        const code = result.error && result.error.code;
+        const code = result.error.code;
         this.transcript.notice(tr("Run {run} is not shown: the server no longer keeps its events (finished runs are kept for --run-log-ttl seconds; {code}).", { run: record.runId, code }), "warning");
       }
     }
