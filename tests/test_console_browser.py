@@ -266,10 +266,15 @@ def test_question_answered_with_free_text(page):
     assert page.settled() == "Waiting for your answer."
     page.find("send-answers").click()
     page.wait(lambda: "choose an answer" in page.find("interrupt-error").text, "the missing-answer message")
+    # The runtime withholds the tool's input ({"summary": {"fields": ...}}): the card shows what it asks instead.
+    card = page.driver.find_element(By.CSS_SELECTOR, "article.tool").text
+    assert "question\nWhich region?" in card and "options\nHangzhou · Beijing" in card, card
+    assert "summary" not in card and "fields" not in card, card
     field = page.driver.find_element(By.CSS_SELECTOR, "#interrupt-forms textarea")
     field.send_keys("Shanghai, please")
     assert page.answer() == "Finished: success."
     assert "You chose: Shanghai, please." in page.assistant_text()
+    assert "You\nWhich region? — Shanghai, please" in page.transcript()     # the user's answer, as theirs
     page.assert_same_origin()
 
 
@@ -280,8 +285,11 @@ def test_slow_run_cancelled(page):
     page.wait(lambda: "execution" in page.find("session-panel").text, "the session event")
     page.find("cancel").click()
     status = page.settled()
-    assert "RUN_CANCELLED" in status, status
-    assert "Stop accepted (HTTP 204)" in page.transcript()
+    assert status == "Stopped.", status                        # a stop the user asked for is no error
+    assert page.driver.find_element(By.CSS_SELECTOR, "#run-status").get_attribute("data-kind") == "ok"
+    assert "Run stopped" in page.transcript() and "Stop accepted" not in page.transcript()
+    assert not page.driver.find_elements(By.CSS_SELECTOR, "#transcript .run-error, #transcript .notice.error")
+    assert page.driver.find_element(By.CSS_SELECTOR, "#thread-list li.current .meta").text.startswith("stopped")
     assert "slow-59" not in page.assistant_text()
     page.shot("cancelled")
     api = page.assert_thread_header(page.sent(), page.thread_id())
@@ -349,7 +357,7 @@ def test_switching_threads_shows_their_earlier_runs_again(page):
     assert "You said: hello from the first thread" in page.assistant_text()
     assert "Done: hello.txt was written." in page.assistant_text()
     assert "second thread" not in text and "not shown" not in text
-    assert "Tool: write_file — done" in text and "Answers sent" in text
+    assert "Tool: write_file — done" in text and "You\nChange a workspace file Allow once? — Allow once" in text
     assert "total tokens" in page.find("usage-panel").text
     observed = [r for r in page.assert_thread_header(page.sent(), first) if r["url"].endswith("/subscribe")]
     assert len(observed) == 3, observed           # the three runs, each read back from its log
@@ -449,6 +457,7 @@ def test_language_picker_sends_accept_language(page):
     page.send("hello")
     status = page.settled()
     assert status == "Erreur INVALID_AG_UI_REQUEST : %s" % french, status     # the console's label too
+    assert page.find("message").get_attribute("value") == "hello"            # refused: kept to send again
     Select(page.find("language")).select_by_value("")
     page.assert_same_origin()
 
@@ -482,4 +491,112 @@ def test_language_picker_translates_the_console_labels(page):
     page.shot("portuguese")
     Select(page.find("language")).select_by_value("")      # headless Chromium's own language is English
     assert {key: page.find(key).text for key in english} == english
+    page.assert_same_origin()
+
+
+def _forget_pending(page: Page) -> None:
+    """The page's own record of the thread's questions emptied, as the console used to leave it after a refusal."""
+    page.driver.execute_script("""
+        const all = JSON.parse(localStorage.getItem('iaccode_agui.threads.v1'));
+        all.find((x) => x.threadId === arguments[0]).pending = [];
+        localStorage.setItem('iaccode_agui.threads.v1', JSON.stringify(all));""", page.thread_id())
+
+
+def test_a_message_while_a_question_waits_keeps_the_form_and_a_reload_brings_it_back(page):
+    page.open()
+    page.send("please write a file")
+    assert page.settled() == "Waiting for your answer."
+    page.drain()
+    page.send("hello meanwhile")
+    page.wait(lambda: page.status() == "Answer or decline the questions above first; your message is kept.",
+              "the reason the message is not sent")
+    assert page.find("message").get_attribute("value") == "hello meanwhile"
+    assert not page.find("interrupts").get_attribute("hidden")
+    assert not [r for r in page.api_requests(page.sent()) if r["method"] == "POST"], "nothing was sent"
+    # A reload reads the question back from the server's log of the run that asked it, even when this page's
+    # own record of it is gone.
+    _forget_pending(page)
+    page.driver.refresh()
+    page.wait(lambda: page.status() == "Waiting for your answer.", "the question back after the reload")
+    assert "Change a workspace file" in page.find("interrupt-forms").text
+    page.choose("Allow once")
+    assert page.answer() == "Finished: success."
+    page.assert_same_origin()
+
+
+def test_a_question_asked_in_another_tab_comes_back_when_the_server_refuses_a_message(page):
+    page.open()
+    page.send("hello")
+    assert page.settled() == "Finished: success."
+    first = page.driver.current_window_handle
+    page.driver.switch_to.new_window("tab")
+    try:
+        page.driver.get(page.url + "console")          # the same thread, the most recent one, in a second tab
+        page.wait(lambda: page.status() == "Idle" and "You said: hello" in page.assistant_text(), "the second tab")
+        page.send("please write a file")
+        assert page.settled() == "Waiting for your answer."
+    finally:
+        page.driver.close()
+        page.driver.switch_to.window(first)
+    page.send("hello again")                             # this tab has not seen the question: 409 RESUME_REQUIRED
+    page.wait(lambda: page.status() == "Answer or decline the questions above first; your message is kept.",
+              "the refusal explained")
+    assert page.find("message").get_attribute("value") == "hello again"
+    assert "Change a workspace file" in page.find("interrupt-forms").text
+    page.choose("Allow once")
+    assert page.answer() == "Finished: success."
+    page.assert_same_origin()
+
+
+def test_the_workspace_starts_at_the_server_default_and_a_message_waits_for_one(page, stack):
+    page.driver.get(page.url + "console")
+    page.wait(lambda: page.find("server-status").text.startswith("server"), "the server probe")
+    page.find("new-thread").click()
+    assert page.find("cwd").get_attribute("value") == ""       # this server has no default workspace
+    page.send("hello")
+    page.wait(lambda: page.status() == "Enter a workspace directory (cwd) first.", "the missing workspace named")
+    assert page.find("message").get_attribute("value") == "hello"
+    page.fill("cwd", stack.workspace)
+    page.find("send").click()
+    assert page.settled() == "Finished: success."
+    served = Adapter(stack.demo.url, stack.demo.token, tempfile.mkdtemp(prefix="console-default-"), stack.workspace,
+                     default_cwd=stack.workspace)
+    try:
+        page.url = served.url                                   # another origin: nothing remembered
+        page.driver.get(page.url + "console")
+        page.wait(lambda: page.find("cwd").get_attribute("value") == stack.workspace, "the server's default workspace")
+        page.drain()
+        page.send("hello")
+        assert page.settled() == "Finished: success."
+        runs = [json.loads(r["postData"]) for r in page.api_requests(page.sent()) if r["url"].endswith("/ag-ui/agent")]
+        assert runs[0]["forwardedProps"]["iacCode"]["cwd"] == stack.workspace
+        page.assert_same_origin()
+    finally:
+        served.stop()
+
+
+def test_a_language_switch_relabels_forms_transcript_threads_and_status(page):
+    with open(os.path.join(os.path.dirname(errors.__file__), "static", "i18n.json"), encoding="utf-8") as handle:
+        fr = json.load(handle)["fr"]
+    page.open()
+    page.send("please write a file")
+    assert page.settled() == "Waiting for your answer."
+    page.choose("Allow once")
+    Select(page.find("language")).select_by_value("fr")
+    assert page.status() == fr["Waiting for your answer."]
+    form = page.find("interrupt-forms").text
+    assert fr["Decline to answer (cancel this request)"] in form and fr["Kind: {kind}"].format(kind="permission") in form
+    assert page.driver.find_elements(By.CSS_SELECTOR, "#interrupt-forms input[type=radio]")[0].is_selected()
+    text = page.transcript()
+    for label in (fr["You"] + "\nplease write a file", fr["Tool: {name}"].format(name="write_file"),
+                  fr["called, waiting for the result"], fr["Run finished: waiting for your answer"], fr["Reasoning"]):
+        assert label in text, (label, text)
+    assert "Run finished" not in text and "You\n" not in text
+    meta = page.driver.find_element(By.CSS_SELECTOR, "#thread-list li.current .meta").text
+    assert meta.startswith(fr["waiting for an answer"] + " · "), meta
+    page.shot("french")
+    page.find("send-answers").click()
+    assert page.settled() == fr["Finished: {outcome}."].format(outcome="success")
+    Select(page.find("language")).select_by_value("")
+    assert page.status() == "Finished: success." and "Tool: write_file — done" in page.transcript()
     page.assert_same_origin()

@@ -2,6 +2,7 @@
 and the static files themselves (no external URL, no inline script or style, no eval)."""
 import os
 import re
+import shlex
 import shutil
 import subprocess
 
@@ -141,3 +142,43 @@ def test_js_units_under_node():
                             timeout=120, cwd=ROOT)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert re.search(r"^# pass [1-9]", result.stdout, re.M) and re.search(r"^# fail 0", result.stdout, re.M)
+
+
+def test_capabilities_name_the_default_workspace_the_console_starts_with(tmp_path):
+    """The console fills its workspace field from ``custom.iacCode.defaultCwd`` (null: the server has none)."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with_default = client(tmp_path, default_cwd=str(workspace)).get("/capabilities").get_json()["custom"]["iacCode"]
+    assert with_default["defaultCwd"] == os.path.realpath(str(workspace)) and with_default["serverDefaults"] is True
+    without = client(tmp_path).get("/capabilities").get_json()["custom"]["iacCode"]
+    assert without["defaultCwd"] is None and without["serverDefaults"] is False
+
+
+def test_console_guide_is_valid_and_its_command_serves_the_console_with_the_default_workspace(tmp_path):
+    """docs/console.rst: valid reStructuredText, its image present, its start command run as written."""
+    import docutils.core
+    import docutils.nodes
+    import requests
+
+    from tests.adapter_process import start_cli
+
+    with open(os.path.join(ROOT, "docs", "console.rst"), encoding="utf-8") as handle:
+        doctree = docutils.core.publish_doctree(handle.read(), settings_overrides={"report_level": 2, "halt_level": 2})
+    find = getattr(doctree, "findall", doctree.traverse)
+    for image in find(docutils.nodes.image):
+        assert os.path.isfile(os.path.join(ROOT, "docs", image["uri"])), image["uri"]
+    commands = [node.astext() for node in find(docutils.nodes.literal_block)]
+    assert commands == ['python -m iaccode_agui --demo --default-cwd "$PWD"']
+    here = os.path.realpath(str(tmp_path))
+    args = shlex.split(commands[0].replace("$PWD", here))[3:]
+    env = dict(os.environ, IAC_CODE_AGUI_STATE_DIR=str(tmp_path / "state"))
+    proc, port = start_cli(args, env, str(tmp_path / "log"), cwd=here)
+    try:
+        url = "http://127.0.0.1:%d/" % port
+        assert requests.get(url + "console", timeout=10).status_code == 200
+        capabilities = requests.get(url + "capabilities", timeout=10).json()
+        assert capabilities["custom"]["iacCode"]["defaultCwd"] == here
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        proc.stdout.close()

@@ -1,8 +1,9 @@
 """The console's own labels: one static catalog (``static/i18n.json``) for every language the server's
 message catalogs have, covering every label the page shows, with the same placeholders as the English text.
 
-The labels are found where the page names them: ``t("...")`` calls in the ES modules and the elements of
-``index.html`` marked ``data-i18n`` (text), ``data-i18n-placeholder`` and ``data-i18n-label`` (aria-label).
+The labels are found where the page names them: ``t("...")`` and ``tr("...")`` calls in the ES modules and
+the elements of ``index.html`` marked ``data-i18n`` (text), ``data-i18n-placeholder`` and ``data-i18n-label``
+(aria-label).
 """
 import glob
 import json
@@ -26,7 +27,7 @@ def script_labels() -> Set[str]:
     found = set()
     for path in glob.glob(os.path.join(STATIC_DIR, "*.js")):
         with open(path, encoding="utf-8") as handle:
-            for literal in re.findall(r'\bt\("((?:[^"\\]|\\.)*)"', handle.read()):
+            for literal in re.findall(r'\btr?\("((?:[^"\\]|\\.)*)"', handle.read()):
                 found.add(json.loads('"%s"' % literal))
     return found
 

@@ -39,6 +39,7 @@ def _details(settings: Settings, draining: bool, prefix: str) -> Dict[str, Any]:
         "imageInput": "inline base64 only (PNG, JPEG, GIF, WebP); no remote URLs",
         "attach": {"afterSequence": True, "lastEventId": True},
         "serverDefaults": settings.default_cwd is not None,   # forwardedProps may be {} on POST / as well
+        "defaultCwd": settings.default_cwd,   # where such a run works: the console starts its workspace field there
         "draining": draining,
         "interruptTtlSeconds": settings.interrupt_ttl,
         "reconnectGraceSeconds": settings.reconnect_grace,

@@ -7,11 +7,11 @@
 
 import { $, el, pretty } from "./dom.js";
 import { RunConnection, SESSION_HEADER, STOP_PATH, httpError, runRequests } from "./stream.js";
-import { Transcript } from "./render.js";
+import { STOPPED, Transcript } from "./render.js";
 import { EventLog, PipelinePanel, SessionPanel, StatePanel, UsagePanel } from "./panels.js";
 import { AnswerError, interruptForm } from "./forms.js";
-import { HistoryReplay, noteSession, remember, runRecord } from "./history.js";
-import { loadCatalogs, resolveLanguage, setLanguage, t, translatePage } from "./i18n.js";
+import { HistoryReplay, noteSession, pendingAfter, remember, runRecord } from "./history.js";
+import { loadCatalogs, resolveLanguage, setLanguage, t, tr, translatePage } from "./i18n.js";
 import { activeRun, prefs, threads, token } from "./store.js";
 
 const API = new URL("../", import.meta.url);          // the adapter's root, also when mounted under a prefix
@@ -39,9 +39,10 @@ function headers(threadId = ui.thread && ui.thread.threadId) {
   return result;
 }
 
-function setStatus(text, kind = "info") {
+// `content`: a label from tr() (relabelled on a language switch) or text as it came.
+function setStatus(content, kind = "info") {
   const status = $("run-status");
-  status.textContent = text;
+  status.replaceChildren(el("span", typeof content === "string" ? { text: content } : content));
   status.dataset.kind = kind;
 }
 
@@ -121,13 +122,23 @@ function defaultsFrom(doc) {
 }
 
 // ---- threads --------------------------------------------------------------------------------------
+// A thread's last outcome as stored ("error CODE" or one of these words) and as shown, in the current language.
+const OUTCOMES = { running: () => t("running"), "waiting for an answer": () => t("waiting for an answer"),
+  stopped: () => t("stopped"), left: () => t("left"), success: () => t("finished") };
+
+function outcomeLabel(outcome) {
+  if (!outcome) return t("no run yet");
+  if (outcome.startsWith("error ")) return t("error {code}", { code: outcome.slice("error ".length) });
+  return OUTCOMES[outcome] ? OUTCOMES[outcome]() : outcome;
+}
+
 function renderThreads() {
   const list = $("thread-list");
   list.replaceChildren(...threads.list().map((th) => el("li", { class: th.threadId === ui.thread.threadId ? "current" : "" },
     el("button", { type: "button", "aria-current": th.threadId === ui.thread.threadId ? "true" : null,
       onclick: () => selectThread(th.threadId) },
     el("span", { class: "title", text: th.title || th.threadId }),
-    el("span", { class: "meta", text: `${th.lastOutcome || t("no run yet")}${th.lastRunId ? ` · ${th.lastRunId.slice(0, 12)}` : ""}` })))));
+    el("span", { class: "meta", text: `${outcomeLabel(th.lastOutcome)}${th.lastRunId ? ` · ${th.lastRunId.slice(0, 12)}` : ""}` })))));
 }
 
 function saveThread(changes = {}) {
@@ -138,7 +149,8 @@ function saveThread(changes = {}) {
   renderThreads();
 }
 
-// Show a thread: its settings, its earlier runs read back from the server, its pending questions.
+// Show a thread: its settings, its earlier runs read back from the server, its pending questions (as the
+// last run's events name them; the ones remembered here when the server no longer has those events).
 // `skipRunId` is a run about to be re-attached (after a reload), not replayed twice.
 async function showThread(thread, skipRunId = null) {
   if (ui.replay) ui.replay.abort();
@@ -152,23 +164,29 @@ async function showThread(thread, skipRunId = null) {
   transcript.clear();
   for (const panel of Object.values(panels)) panel.clear();
   log.clear();
-  $("interrupts").hidden = true;
+  showInterrupts([]);
   renderThreads();
   const runs = (thread.runs || []).filter((r) => r.runId !== skipRunId);
+  let pending = thread.pending || [];
   if (runs.length) {
     const replay = new HistoryReplay({ api: API, thread, runs, headers: () => headers(thread.threadId), transcript, log });
     ui.replay = replay;
     setBusy(true, false);
-    setStatus(t("Showing the earlier runs of this thread…"), "busy");
+    setStatus(tr("Showing the earlier runs of this thread…"), "busy");
     const complete = await replay.run();
     if (ui.replay === replay) ui.replay = null;
     if (!complete) return false;
     setBusy(false);
-    setStatus(t("Idle"));
+    if (replay.pending && JSON.stringify(replay.pending) !== JSON.stringify(pending)) {
+      pending = replay.pending;
+      saveThread({ pending });
+    }
   } else if (thread.lastRunId) {
-    transcript.notice(t("Earlier runs of this thread were made by an older console and are not shown."));
+    transcript.notice(tr("Earlier runs of this thread were made by an older console and are not shown."));
   }
-  if (!skipRunId) showInterrupts(thread.pending || []);
+  if (skipRunId) return true;
+  showInterrupts(pending);
+  setStatus(pending.length ? tr("Waiting for your answer.") : tr("Idle"), pending.length ? "wait" : "info");
   return true;
 }
 
@@ -182,14 +200,25 @@ function newThread() {
 }
 
 // ---- interrupts -----------------------------------------------------------------------------------
-function showInterrupts(interrupts) {
+function showInterrupts(interrupts, focus = true) {
   ui.forms = interrupts.map((interrupt) => interruptForm(interrupt));
   $("interrupt-forms").replaceChildren(...ui.forms.map((f) => f.element));
   $("interrupt-error").textContent = "";
   $("interrupts").hidden = ui.forms.length === 0;
   tick();
-  if (ui.forms.length) ui.forms[0].element.querySelector("input")?.focus();
+  if (ui.forms.length && focus) ui.forms[0].element.querySelector("input")?.focus();
 }
+
+// The forms built again in the current language, with what was entered in them.
+function relabelForms() {
+  const values = ui.forms.map((f) => f.values());
+  showInterrupts(ui.forms.map((f) => f.interrupt), false);
+  ui.forms.forEach((f, n) => f.restore(values[n]));
+}
+
+// Questions the agent still waits on: the server refuses a new message until they are answered or declined
+// (or have expired: then the forms say to start a new turn).
+const waiting = () => ui.forms.length > 0 && !ui.forms.some((f) => f.expired);
 
 function tick() {
   for (const form of ui.forms) form.tick(Date.now());
@@ -200,7 +229,7 @@ function answer(event) {
   try {
     if (ui.forms.some((f) => f.expired)) throw new AnswerError(t("this request has expired; start a new turn"));
     const resume = ui.forms.map((f) => f.collect());
-    startRun(null, resume);
+    startRun(null, resume, ui.forms.map((f, n) => f.said(resume[n])).join("\n"));
   } catch (error) {
     if (!(error instanceof AnswerError)) throw error;
     $("interrupt-error").textContent = error.message;
@@ -221,39 +250,49 @@ function runBody(text, resume) {
   return body;
 }
 
-function startRun(text, resume) {
-  if (ui.connection || ui.replay) return;
+// Start a run: a message (`text`), or the answers to the pending questions (`resume`, `said` in words).
+// False when it cannot start: the status says why and the message stays in its box.
+function startRun(text, resume, said = null) {
+  if (ui.connection || ui.replay) return false;
   if (!$("cwd").value.trim() && !ui.defaults.serverCwd) {
-    setStatus(t("Enter a workspace directory (cwd) first."), "error");
+    setStatus(tr("Enter a workspace directory (cwd) first."), "error");
     $("cwd").focus();
-    return;
+    return false;
   }
+  if (text !== null && waiting()) {
+    setStatus(tr("Answer or decline the questions above first; your message is kept."), "error");
+    ui.forms[0].element.querySelector("input")?.focus();
+    return false;
+  }
+  ui.thread = threads.get(ui.thread.threadId) || ui.thread;   // with what another tab added to the thread
   const body = runBody(text, resume);
+  const shown = text ?? said;
   ui.lastText = text;
-  if (text !== null) transcript.userMessage(text);
+  if (shown) transcript.userMessage(shown);
   prefs.set({ ...prefs.get(), cwd: $("cwd").value.trim() });
-  remember(ui.thread, runRecord(body, text));
+  remember(ui.thread, runRecord(body, shown));
   saveThread({ title: ui.thread.title || (text || "").slice(0, 40), lastRunId: body.runId, lastOutcome: "running" });
   follow(body, false);
+  return true;
 }
 
 function onRunStatus(state, detail) {
   if (state === "reconnecting") {
-    setStatus(t("Connection lost; reconnecting… (attempt {attempt}, after event {after})", detail), "busy");
-    transcript.notice(t("Connection lost; reconnecting after event {after}…", detail), "warning");
+    setStatus(tr("Connection lost; reconnecting… (attempt {attempt}, after event {after})", detail), "busy");
+    transcript.notice(tr("Connection lost; reconnecting after event {after}…", detail), "warning");
   } else if (state === "reattached") {
-    setStatus(t("Re-attached; the run continues."), "busy");
-    transcript.notice(t("Re-attached after event {after}.", detail));
+    setStatus(tr("Re-attached; the run continues."), "busy");
+    transcript.notice(tr("Re-attached after event {after}.", detail));
   } else if (state === "bad-frame") {
-    transcript.notice(t("An event (id {id}) is not valid JSON and was skipped: {reason}", detail), "warning");
+    transcript.notice(tr("An event (id {id}) is not valid JSON and was skipped: {reason}", detail), "warning");
   }
 }
 
 // Follow `body`'s run: a fresh start, or (reattach) a run already under way, replayed from its start.
 async function follow(body, reattach) {
-  $("interrupts").hidden = true;
+  showInterrupts([]);
   setBusy(true);
-  setStatus(reattach ? t("Re-attaching to the run in progress…") : t("Running…"), "busy");
+  setStatus(reattach ? tr("Re-attaching to the run in progress…") : tr("Running…"), "busy");
   activeRun.set({ body });   // a reload re-attaches to this run and replays it from its first event
   const thread = ui.thread;
   const connection = new RunConnection({
@@ -280,69 +319,84 @@ async function follow(body, reattach) {
     if (!ui.leaving) activeRun.set(null);   // a reload must find the run to re-attach to
     setBusy(false);
   }
-  finish(result, Array.isArray(body.resume));
+  finish(result, body);
 }
 
-// Errors after which the server no longer waits for the answers that were pending.
-const ENDS_INTERRUPTS = new Set(["CANCELLED", "RUN_CANCELLED", "EXECUTION_EXPIRED", "EXECUTION_LOST",
-  "RESUME_ALREADY_APPLIED", "A2A_EXECUTION_FAILED"]);
-
-function failed(code, message, resumed) {
-  setStatus(t("Error {code}: {message}", { code, message }), "error");
-  // A refused or failed resume leaves the questions open: show them again so they can be re-answered.
-  const pending = resumed && !ENDS_INTERRUPTS.has(code) ? ui.thread.pending || [] : [];
-  saveThread({ lastOutcome: `error ${code}`, pending });
+// A run that ended with an error, or stopped: the questions its error leaves open (`pending`) are shown again.
+function failed(code, message, pending, stopAsked) {
+  if (stopAsked && STOPPED.has(code)) setStatus(tr("Stopped."), "ok");
+  else setStatus(tr("Error {code}: {message}", { code, message }), "error");
+  saveThread({ lastOutcome: STOPPED.has(code) ? "stopped" : `error ${code}`, pending });
   showInterrupts(pending);
 }
 
-function finish(result, resumed) {
+function finish(result, body) {
+  const pending = result.aborted ? ui.thread.pending || [] : pendingAfter(ui.thread.pending || [], result, Array.isArray(body.resume));
+  const stopAsked = ui.stopAsked === body.runId;
   if (result.aborted) {
-    setStatus(t("Stopped following the run."));
+    setStatus(tr("Stopped following the run."));
     saveThread({ lastOutcome: "left" });
   } else if (result.error) {
     const { code, message, status } = result.error;
-    if (status === 401) {
-      if (ui.lastText && !$("message").value) $("message").value = ui.lastText;  // send it again after the token
-      askToken(message);
+    if (status >= 400) {
+      // Refused: the run never started. Its message goes back in the box (e.g. to send after the token).
+      ui.thread.runs = (ui.thread.runs || []).filter((r) => r.runId !== body.runId);
+      if (ui.lastText && !$("message").value) $("message").value = ui.lastText;
+    }
+    if (status === 401) askToken(message);
+    if (code === "RESUME_REQUIRED") {
+      resync(code, message);
+      return;
     }
     transcript.notice(`${code}: ${message}`, "error");
-    failed(code, message, resumed);
+    failed(code, message, pending, stopAsked);
   } else if (result.terminal.type === "RUN_ERROR") {
-    failed(result.terminal.code, result.terminal.message, resumed);
+    failed(result.terminal.code, result.terminal.message, pending, stopAsked);
   } else {
     const outcome = result.terminal.outcome || { type: "success" };
-    const pending = outcome.type === "interrupt" ? outcome.interrupts || [] : [];
-    setStatus(pending.length ? t("Waiting for your answer.") : t("Finished: {outcome}.", { outcome: outcome.type }),
+    setStatus(pending.length ? tr("Waiting for your answer.") : tr("Finished: {outcome}.", { outcome: outcome.type }),
       pending.length ? "wait" : "ok");
     saveThread({ lastOutcome: pending.length ? "waiting for an answer" : outcome.type, pending });
     showInterrupts(pending);
   }
 }
 
+// The server waits on answers this page does not show (asked in another tab): the thread is shown again, its
+// runs read back from the server name the questions. The refused message stays in its box.
+async function resync(code, message) {
+  saveThread({ lastOutcome: `error ${code}` });
+  if (!(await showThread(ui.thread))) return;
+  setStatus(ui.forms.length ? tr("Answer or decline the questions above first; your message is kept.")
+    : tr("Error {code}: {message}", { code, message }), "error");
+}
+
 // Stop: the server cancels the run and its live stream ends with RUN_ERROR RUN_CANCELLED, which is what
-// ends the busy state (also when the stream is being re-attached at that moment).
+// ends the busy state (also when the stream is being re-attached at that moment) and reads as stopped.
 async function cancelRun() {
   const run = ui.running;
   if (!ui.connection || !run) return;
-  setStatus(t("Stopping the run…"), "busy");
+  setStatus(tr("Stopping the run…"), "busy");
+  ui.stopAsked = run.runId;
   try {
     const response = await fetch(new URL(STOP_PATH, API), { method: "POST", cache: "no-store",
       headers: { ...headers(run.threadId), "Content-Type": "application/json" },
       body: JSON.stringify({ threadId: run.threadId, runId: run.runId }) });
     if (!response.ok) throw await httpError(response);
-    transcript.notice(t("Stop accepted (HTTP {status}).", { status: response.status }));
   } catch (error) {
-    transcript.notice(t("Stop failed: {code} {message}", { code: error.code || "", message: error.message }), "error");
+    ui.stopAsked = null;
+    transcript.notice(tr("Stop failed: {code} {message}", { code: error.code || "", message: error.message }), "error");
   }
 }
 
 // ---- language -------------------------------------------------------------------------------------
+// Everything on screen in the picked language: the page, the transcript and the status (their labels carry
+// their English text, see i18n.js tr), the panels, the thread list and the answer forms.
 function applyLanguage() {
   setLanguage(resolveLanguage($("language").value));
   translatePage();
-  if (!ui.connection && !ui.replay) setStatus(t("Idle"));
   for (const panel of Object.values(panels)) if (panel.relabel) panel.relabel();
   if (ui.thread) renderThreads();
+  if (ui.forms.length) relabelForms();
 }
 
 // ---- wiring ---------------------------------------------------------------------------------------
@@ -350,9 +404,7 @@ function wire() {
   $("composer").addEventListener("submit", (event) => {
     event.preventDefault();
     const text = $("message").value.trim();
-    if (!text) return;
-    $("message").value = "";
-    startRun(text, null);
+    if (text && startRun(text, null)) $("message").value = "";
   });
   $("message").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) $("composer").requestSubmit();
@@ -389,9 +441,9 @@ async function start() {
   const shown = showThread(known || threads.list()[0] || newThread(), known ? pending.body.runId : null);
   probe();      // after the thread is chosen: the probes carry its session header too
   if (!known || !(await shown)) return;
-  const text = (pending.body.messages[0] || {}).content;
-  if (typeof text === "string") transcript.userMessage(text);
-  transcript.notice(t("The page was reloaded during run {run}; re-attaching.", { run: pending.body.runId }));
+  const record = (known.runs || []).find((r) => r.runId === pending.body.runId);
+  if (record && record.text) transcript.userMessage(record.text);
+  transcript.notice(tr("The page was reloaded during run {run}; re-attaching.", { run: pending.body.runId }));
   follow(pending.body, true);
 }
 

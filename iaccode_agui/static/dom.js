@@ -25,12 +25,14 @@ export function pretty(value) {
   }
 }
 
-// A <dl> of label/value pairs, skipping empty values.
+// A <dl> of label/value pairs, skipping empty values; a label or value is a text or the attributes of one
+// (i18n.js tr, so that it follows a language switch).
 export function definitions(pairs) {
   const list = el("dl");
+  const attrs = (item) => (item && item["data-i18n-key"] !== undefined ? item : { text: String(item) });
   for (const [label, value] of pairs) {
     if (value === undefined || value === null || value === "") continue;
-    list.append(el("dt", { text: label }), el("dd", { text: String(value) }));
+    list.append(el("dt", attrs(label)), el("dd", attrs(value)));
   }
   return list;
 }

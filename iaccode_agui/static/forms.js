@@ -122,7 +122,9 @@ function fieldLabel(field) {
   return field.required ? field.name : t("{field} (optional)", { field: field.name });
 }
 
-// One interrupt's form: element, collect() (the resume entry, or AnswerError), tick(now) for the countdown.
+// One interrupt's form: element, collect() (the resume entry, or AnswerError), said(entry) (that answer in
+// words), tick(now) for the countdown, values()/restore() (what was entered, kept when the form is rebuilt in
+// another language).
 class InterruptForm {
   constructor(interrupt) {
     formCounter += 1;
@@ -201,6 +203,26 @@ class InterruptForm {
     }
     return { interruptId: this.interrupt.id, status: "resolved",
       payload: this.schemaChoices === null ? payload.payload : payload };
+  }
+
+  // The transcript's line for the user's answer `entry`: the question, then the choice and what was typed.
+  said(entry) {
+    const choice = this.choices[this.radios.findIndex((r) => r.checked)];
+    const typed = entry.status === "cancelled" ? [] : Object.entries(this.schemaChoices === null
+      ? { payload: entry.payload } : entry.payload).filter(([name]) => !(name in choice.fixed))
+      .map(([, value]) => (typeof value === "string" ? value : JSON.stringify(value)));
+    const parts = Object.keys(choice.fixed).length || !typed.length ? [choice.label, ...typed] : typed;
+    return `${this.question()} — ${parts.join(" · ")}`;
+  }
+
+  values() {
+    return { picked: this.radios.findIndex((r) => r.checked),
+      inputs: this.inputs.map(({ input }) => (input.type === "checkbox" ? input.checked : input.value)) };
+  }
+
+  restore({ picked, inputs }) {
+    if (picked >= 0) this.radios[picked].checked = true;
+    this.inputs.forEach(({ input }, n) => { input[input.type === "checkbox" ? "checked" : "value"] = inputs[n]; });
   }
 }
 

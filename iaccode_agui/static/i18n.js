@@ -37,12 +37,27 @@ export function t(text, params = {}) {
   return template.replace(/\{(\w+)\}/g, (whole, name) => (name in params ? String(params[name]) : whole));
 }
 
-// Relabel the page's static elements: data-i18n (text), data-i18n-placeholder, data-i18n-title. The
-// English originals are kept on the element so the page can switch languages any number of times.
+// The attributes (for dom.js's el) of an element showing the label `text`: translatePage translates it again
+// after a language switch, so nothing on screen stays in the previous language.
+export function tr(text, params = {}) {
+  return { text: t(text, params), "data-i18n": true, "data-i18n-key": text, "data-i18n-params": JSON.stringify(params) };
+}
+
+// Show the label `attrs` (from tr) on an existing element.
+export function setLabel(node, attrs) {
+  node.textContent = attrs.text;
+  node.dataset.i18nKey = attrs["data-i18n-key"];
+  node.dataset.i18nParams = attrs["data-i18n-params"];
+  node.setAttribute("data-i18n", "");
+}
+
+// Relabel the page: data-i18n (text: the index.html's English text, or a label set by tr), data-i18n-placeholder,
+// data-i18n-label. The English originals are kept on the element so the page can switch languages any number
+// of times.
 export function translatePage(root = document) {
   for (const node of root.querySelectorAll("[data-i18n]")) {
     if (node.dataset.i18nKey === undefined) node.dataset.i18nKey = node.textContent.trim();
-    node.textContent = t(node.dataset.i18nKey);
+    node.textContent = t(node.dataset.i18nKey, JSON.parse(node.dataset.i18nParams || "{}"));
   }
   for (const node of root.querySelectorAll("[data-i18n-placeholder]")) {
     if (!node.dataset.i18nPlaceholder) node.dataset.i18nPlaceholder = node.getAttribute("placeholder") || "";

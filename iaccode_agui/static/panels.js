@@ -2,7 +2,7 @@
 
 import { el, pretty, definitions } from "./dom.js";
 import { applyPatch } from "./patch.js";
-import { t } from "./i18n.js";
+import { t, tr } from "./i18n.js";
 
 const PIPELINE_EVENT = "iac-code.pipeline.v1";
 const LOG_LIMIT = 400;
@@ -108,7 +108,7 @@ export class PipelinePanel {
     try {
       this.activity({ ...event, content: applyPatch(this.activities.get(event.messageId) || {}, event.patch) });
     } catch (error) {
-      warn(t("activity patch rejected ({reason}); keeping the last good snapshot", { reason: error.message }));
+      warn(tr("activity patch rejected ({reason}); keeping the last good snapshot", { reason: error.message }));
     }
   }
 
@@ -156,6 +156,10 @@ export class StatePanel {
     this.root.textContent = t("No state received.");
   }
 
+  relabel() {
+    if (this.state === undefined) this.clear();
+  }
+
   snapshot(value) {
     this.state = value;
     this.root.textContent = pretty(value);
@@ -164,13 +168,13 @@ export class StatePanel {
   // RFC 6902; a delta without a baseline or with a bad path is reported and the last good state kept.
   delta(ops, warn) {
     if (this.state === undefined) {
-      warn(t("STATE_DELTA before any STATE_SNAPSHOT; ignored until a snapshot arrives"));
+      warn(tr("STATE_DELTA before any STATE_SNAPSHOT; ignored until a snapshot arrives"));
       return;
     }
     try {
       this.snapshot(applyPatch(this.state, ops));
     } catch (error) {
-      warn(t("state patch rejected ({reason}); keeping the last good state", { reason: error.message }));
+      warn(tr("state patch rejected ({reason}); keeping the last good state", { reason: error.message }));
     }
   }
 }

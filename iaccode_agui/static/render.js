@@ -1,8 +1,9 @@
 // The transcript: assistant text assembled per messageId, reasoning, tool cards, artifacts, errors.
-// Every state is spelled out in words (not only colour) so the page reads the same in any palette.
+// Every state is spelled out in words (not only colour) so the page reads the same in any palette, and every
+// label is set with tr() so that a language switch relabels the whole transcript.
 
 import { el, pretty, definitions } from "./dom.js";
-import { t } from "./i18n.js";
+import { setLabel, tr } from "./i18n.js";
 
 const SESSION_EVENT = "iac-code.session.v1";
 const ARTIFACT_EVENT = "iac-code.artifact.v1";
@@ -10,6 +11,19 @@ const TOOL_PROGRESS_EVENT = "iac-code.tool-progress.v1";
 // The AgentCore route repeats RUN_FINISHED.usage in this event right before it: the usage panel counts the
 // RUN_FINISHED figures, so this one is only listed in the event log.
 const USAGE_EVENT = "agentcore.usage";
+// A run stopped on request ends with one of these: it reads as stopped, not as a failure.
+export const STOPPED = new Set(["RUN_CANCELLED", "CANCELLED"]);
+
+// A tool input the runtime withholds arrives as {"summary": {"fields": ...}}: its field names, or null.
+function withheld(raw) {
+  try {
+    const input = JSON.parse(raw);
+    const summary = input && Object.keys(input).length === 1 && input.summary;
+    return summary && typeof summary === "object" ? Object.keys(summary.fields || {}) : null;
+  } catch (error) {
+    return null;
+  }
+}
 
 export class Transcript {
   constructor(root, panels) {
@@ -62,28 +76,30 @@ export class Transcript {
   event(event) {
     const handler = this.handlers[event && event.type];
     if (handler) handler(event);
-    else this.notice(t("event {type}", { type: event && event.type }), "info");
+    else this.notice(tr("event {type}", { type: event && event.type }), "info");
   }
 
   userMessage(text) {
-    this.append(el("div", { class: "msg user" }, el("span", { class: "who", text: t("You") }), el("p", { text })));
+    this.append(el("div", { class: "msg user" }, el("span", { class: "who", ...tr("You") }), el("p", { text })));
   }
 
-  notice(text, kind = "info") {
-    const label = { info: t("Note"), warning: t("Warning"), error: t("Error") }[kind] || t("Note");
-    return this.append(el("p", { class: `notice ${kind}` }, el("strong", { text: `${label}: ` }), text));
+  // `content`: text as it came (e.g. from the server), or a label from tr().
+  notice(content, kind = "info") {
+    const label = { warning: tr("Warning"), error: tr("Error") }[kind] || tr("Note");
+    return this.append(el("p", { class: `notice ${kind}` }, el("strong", label), ": ",
+      typeof content === "string" ? content : el("span", content)));
   }
 
   runStarted(event) {
     this.messages.clear();
-    this.append(el("p", { class: "run-mark", text: t("Run {run} started", { run: event.runId }) }));
+    this.append(el("p", { class: "run-mark", ...tr("Run {run} started", { run: event.runId }) }));
   }
 
   // A new segment when anything else was rendered since the last delta, so the page stays chronological.
   textSegment(messageId, role = "assistant") {
     const body = el("p", { class: "text" });
     const segment = el("div", { class: `msg ${role === "user" ? "user" : "assistant"}`, "data-message-id": messageId },
-      el("span", { class: "who", text: role === "user" ? t("You") : t("Assistant") }), body);
+      el("span", { class: "who", ...(role === "user" ? tr("You") : tr("Assistant")) }), body);
     this.messages.set(messageId, { segment, body, ended: false });
     this.append(segment);
     return this.messages.get(messageId);
@@ -105,7 +121,7 @@ export class Transcript {
 
   reasoningBlock(messageId) {
     const text = el("p", { class: "text" });
-    this.append(el("details", { class: "reasoning" }, el("summary", { text: t("Reasoning") }), text));
+    this.append(el("details", { class: "reasoning" }, el("summary", tr("Reasoning")), text));
     this.reasoning.set(messageId, text);
     return text;
   }
@@ -118,13 +134,13 @@ export class Transcript {
   toolCard(toolCallId, name) {
     let card = this.tools.get(toolCallId);
     if (card) return card;
-    const status = el("span", { class: "status", text: t("running") });
+    const status = el("span", { class: "status", ...tr("running") });
     const args = el("pre", { class: "args" });
     const progress = el("ul", { class: "progress" });
     const result = el("div", { class: "result" });
     const root = el("article", { class: "tool", "data-tool-call-id": toolCallId },
-      el("header", {}, el("strong", { text: t("Tool: {name}", { name: name || "tool" }) }), " — ", status),
-      el("details", { open: true }, el("summary", { text: t("Arguments") }), args), progress, result);
+      el("header", {}, el("strong", tr("Tool: {name}", { name: name || "tool" })), " — ", status),
+      el("details", { open: true }, el("summary", tr("Arguments")), args), progress, result);
     card = { root, status, args, progress, result, raw: "" };
     this.tools.set(toolCallId, card);
     this.append(root);
@@ -143,18 +159,31 @@ export class Transcript {
 
   toolEnd(toolCallId) {
     const card = this.toolCard(toolCallId);
+    const fields = withheld(card.raw);
     try {
-      card.args.textContent = card.raw ? pretty(JSON.parse(card.raw)) : t("(none)");
+      if (fields) card.args.replaceChildren(el("span", tr("not shown by the runtime (fields: {fields})", { fields: fields.join(", ") })));
+      else if (card.raw) card.args.textContent = pretty(JSON.parse(card.raw));
+      else card.args.replaceChildren(el("span", tr("(none)")));
     } catch (error) {
       card.args.textContent = card.raw;
     }
-    card.status.textContent = t("called, waiting for the result");
+    setLabel(card.status, tr("called, waiting for the result"));
+  }
+
+  // An interrupt of a tool whose input is withheld (ask_user_question): its card shows what the tool asks.
+  asked(interrupt) {
+    const card = this.tools.get(interrupt.toolCallId);
+    if (!card || interrupt.reason === "tool_call" || !withheld(card.raw)) return;
+    const m = interrupt.metadata || {};
+    const options = (Array.isArray(m.options) ? m.options : []).map((o) => o && (o.label || o.title || o.id));
+    card.args.replaceChildren(definitions([[tr("question"), m.prompt || interrupt.message],
+      [tr("options"), options.filter(Boolean).join(" · ")]]));
   }
 
   toolResult(toolCallId, content) {
     const card = this.toolCard(toolCallId);
-    card.status.textContent = card.failed ? t("failed") : t("done");
-    card.result.replaceChildren(el("strong", { text: t("Result") }), el("pre", { text: String(content ?? "") }));
+    setLabel(card.status, card.failed ? tr("failed") : tr("done"));
+    card.result.replaceChildren(el("strong", tr("Result")), el("pre", { text: String(content ?? "") }));
   }
 
   toolProgress(value) {
@@ -166,19 +195,19 @@ export class Transcript {
     card.progress.append(el("li", { text: parts.join(" · ") }));
     if (value.status === "failed" || value.status === "error") {
       card.failed = true;
-      card.status.textContent = t("failed");
+      setLabel(card.status, tr("failed"));
     }
   }
 
   artifact(value) {
     const parts = (value.parts || []).map((part) => {
       const meta = part.metadata || {};
-      return el("li", {}, definitions([[t("file"), part.filename || part.name], [t("type"), part.mediaType],
-        [t("size"), meta.byteSize !== undefined ? t("{n} bytes", { n: meta.byteSize }) : null],
-        [t("location"), part.url || meta.uri], [t("text"), part.text]]));
+      return el("li", {}, definitions([[tr("file"), part.filename || part.name], [tr("type"), part.mediaType],
+        [tr("size"), meta.byteSize !== undefined ? tr("{n} bytes", { n: meta.byteSize }) : null],
+        [tr("location"), part.url || meta.uri], [tr("text"), part.text]]));
     });
     this.append(el("article", { class: "artifact" },
-      el("header", {}, el("strong", { text: t("Artifact: {name}", { name: value.name || value.artifactId || "" }) })), el("ul", {}, parts)));
+      el("header", {}, el("strong", tr("Artifact: {name}", { name: value.name || value.artifactId || "" }))), el("ul", {}, parts)));
   }
 
   custom(event) {
@@ -188,7 +217,7 @@ export class Transcript {
     else if (event.name === ARTIFACT_EVENT) this.artifact(value);
     else if (event.name === TOOL_PROGRESS_EVENT) this.toolProgress(value);
     else if (!this.panels.pipeline.custom(event)) {
-      this.append(el("details", { class: "custom" }, el("summary", { text: t("Custom event {name}", { name: event.name }) }),
+      this.append(el("details", { class: "custom" }, el("summary", tr("Custom event {name}", { name: event.name })),
         el("pre", { text: pretty(value) })));
     }
   }
@@ -196,19 +225,24 @@ export class Transcript {
   messagesSnapshot(messages) {
     const items = (messages || []).map((m) => el("li", {}, el("strong", { text: `${m.role}: ` }),
       typeof m.content === "string" ? m.content : pretty(m.content)));
-    this.append(el("details", { class: "custom" }, el("summary", { text: t("Messages snapshot") }), el("ol", {}, items)));
+    this.append(el("details", { class: "custom" }, el("summary", tr("Messages snapshot")), el("ol", {}, items)));
   }
 
   runFinished(event) {
     this.panels.usage.add(event.usage);
     const outcome = (event.outcome && event.outcome.type) || "success";
-    const text = outcome === "interrupt" ? t("Run finished: waiting for your answer") : t("Run finished: {outcome}", { outcome });
-    this.append(el("p", { class: `run-mark outcome-${outcome}`, text }));
+    const text = outcome === "interrupt" ? tr("Run finished: waiting for your answer") : tr("Run finished: {outcome}", { outcome });
+    this.append(el("p", { class: `run-mark outcome-${outcome}`, ...text }));
+    if (outcome === "interrupt") for (const interrupt of event.outcome.interrupts || []) this.asked(interrupt);
   }
 
   runError(event) {
     this.panels.usage.add(event.usage);
+    if (STOPPED.has(event.code)) {
+      this.append(el("p", { class: "run-mark outcome-stopped", ...tr("Run stopped") }));
+      return;
+    }
     this.append(el("div", { class: "run-error", role: "alert" },
-      el("strong", { text: t("Run error {code}", { code: event.code || "" }) }), el("p", { text: event.message || "" })));
+      el("strong", tr("Run error {code}", { code: event.code || "" })), el("p", { text: event.message || "" })));
   }
 }

@@ -1,4 +1,5 @@
-// Unit tests of the console's request shapes (stream.js) and label lookup (i18n.js) under node --test.
+// Unit tests of the console's request shapes (stream.js), label lookup (i18n.js) and pending questions (history.js)
+// under node --test.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { attachBody, observerRequests, runRequests, RUN_PATH, STOP_PATH } from "../../iaccode_agui/static/stream.js";
@@ -32,4 +33,23 @@ test("labels: English by default, placeholders filled, unknown languages fall ba
   assert.equal(resolveLanguage("fr", []), "fr");
   assert.equal(resolveLanguage("", ["pt-BR", "en"]), "pt");
   assert.equal(resolveLanguage("", ["ko-KR"]), "en");
+});
+
+import { pendingAfter } from "../../iaccode_agui/static/history.js";
+
+test("pending questions after a run: named by its end, kept by a refusal, ended by the errors that end them", () => {
+  const asked = [{ id: "permission-1" }];
+  const finished = (outcome) => ({ terminal: { type: "RUN_FINISHED", outcome } });
+  const failed = (code) => ({ terminal: { type: "RUN_ERROR", code } });
+  assert.deepEqual(pendingAfter([], finished({ type: "interrupt", interrupts: asked }), false), asked);
+  assert.deepEqual(pendingAfter(asked, finished({ type: "success" }), true), []);
+  assert.deepEqual(pendingAfter(asked, finished(undefined), true), []);
+  // a request refused before it ran (e.g. 409 RESUME_REQUIRED for a message, 422 for a bad answer) changes nothing
+  assert.deepEqual(pendingAfter(asked, { error: { code: "RESUME_REQUIRED", status: 409 } }, false), asked);
+  assert.deepEqual(pendingAfter(asked, { error: { code: "RESUME_PAYLOAD_INVALID", status: 422 } }, true), asked);
+  assert.deepEqual(pendingAfter(asked, { error: { code: "EXECUTION_LOST", status: 409 } }, true), []);
+  // a resume that failed leaves the questions open unless its error ends them; a stop ends them
+  assert.deepEqual(pendingAfter(asked, failed("A2A_UNAVAILABLE"), true), asked);
+  assert.deepEqual(pendingAfter(asked, failed("RUN_CANCELLED"), true), []);
+  assert.deepEqual(pendingAfter(asked, failed("A2A_UNAVAILABLE"), false), []);
 });
