@@ -13,7 +13,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import jsonschema
 from jsonschema.exceptions import best_match
@@ -106,6 +106,8 @@ class RunRequest:
     user_message: Optional[UserMessage]
     resume: Optional[List[Dict[str, Any]]]
     digest: str
+    # The ids of the input's messages: a client holding the thread's latest stored one is in sync.
+    message_ids: FrozenSet[str] = frozenset()
 
     @property
     def is_resume(self) -> bool:
@@ -252,6 +254,7 @@ def parse_run_request(body: Any, allowed_cwds: Sequence[str], policy: InputPolic
         user_message=user_message,
         resume=resume,
         digest=digest,
+        message_ids=frozenset(message["id"] for message in body["messages"]),
     )
 
 

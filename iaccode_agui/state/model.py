@@ -15,24 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from iaccode_agui.config import DEFAULT_APPLIED_WINDOW
+# The credential rule is shared with the stored conversations; re-exported here, where it started.
+from iaccode_agui.credentials import SECRET_KEYS, find_secret_keys
 
 SCHEMA_VERSION = 1
 RUN_KINDS = ("new", "resume")
-
-# Key names that identify credentials.  They are compared after lower-casing and removing "_" and "-",
-# so camelCase, snake_case and kebab-case spellings are all caught.
-SECRET_KEYS = frozenset(
-    [
-        "llmApiKey",
-        "llmHeaders",
-        "accessKeySecret",
-        "securityToken",
-        "iac_code_api_key",
-        "alibaba_cloud_access_key_secret",
-        "alibaba_cloud_security_token",
-        "llm_headers",
-    ]
-)
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
@@ -306,28 +293,6 @@ class ThreadState:
             raise StateCorrupt("document contains credential keys")
         return state
 
-
-def find_secret_keys(value: Any) -> List[str]:
-    """Every key, at any depth, whose name is a credential name (see ``SECRET_KEYS``)."""
-    found: List[str] = []
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            for key, sub in item.items():
-                if isinstance(key, str) and _norm_key(key) in _SECRET_NORMALISED:
-                    found.append(key)
-                stack.append(sub)
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-    return found
-
-
-def _norm_key(key: str) -> str:
-    return key.lower().replace("_", "").replace("-", "")
-
-
-_SECRET_NORMALISED = frozenset(_norm_key(k) for k in SECRET_KEYS)
 
 # --- validation helpers -----------------------------------------------------------------------------------
 
