@@ -51,6 +51,7 @@ HISTORY_ROUTE = "/threads/<thread_id:thread_id>/messages"
 class ThreadIdConverter(PathConverter):
     """A thread id in a path: any characters, slashes included (a client percent-encodes them)."""
     regex = ".+?"
+    part_isolating = False
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")

@@ -141,6 +141,9 @@ class Settings:
             raise ConfigError("the stream buffer must be at least %d bytes" % MIN_STREAM_BUFFER_BYTES)
         if self.file_link_ttl <= 0 or self.max_file_links < 1:
             raise ConfigError("file links need a lifetime > 0 seconds and room for at least one link")
+        self._check_history()
+
+    def _check_history(self) -> None:
         if self.history_max_messages < 1 or not MIN_HISTORY_BYTES <= self.history_max_bytes <= MAX_HISTORY_BYTES:
             raise ConfigError("a stored conversation keeps at least 1 message and %d to %d bytes"
                               % (MIN_HISTORY_BYTES, MAX_HISTORY_BYTES))

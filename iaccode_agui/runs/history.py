@@ -117,6 +117,8 @@ class RunHistory:
             self.store.update(self.thread_id, lambda history: self._merge(history, events, interrupted))
         except StateError as exc:
             log.warning("the conversation of thread %s was not saved: %s", self.thread_id, exc)
+        except Exception:   # a bug here must not keep the run from freeing its thread
+            log.exception("the conversation of thread %s was not saved", self.thread_id)
 
     def _merge(self, history: History, events: RunEvents, interrupted: bool) -> Optional[History]:
         if self.key in history.runs:
