@@ -411,3 +411,15 @@ def test_an_adopted_agentcore_run_keeps_its_agentcore_shaping(adapter_factory, q
     assert names.count("agentcore.usage") == 1 and names.count("RUN_FINISHED") == 1
     assert names[-2:] == ["agentcore.usage", "RUN_FINISHED"]
     assert "agui_takeovers_total 1" in successor.app.metrics.render()
+
+
+def test_the_conversation_of_an_adopted_run_is_saved_when_it_ends(adapter_factory, quick_demo, tmp_path, workspace):
+    state_dir, body, seen, ids = _crash_mid_run(quick_demo, tmp_path, workspace, "crash-history")
+    successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token)
+    whole = reattach_rest(successor, body, seen, ids)
+    assert whole[-1]["type"] == "RUN_FINISHED"
+    assert wait_for(lambda: successor.app.manager.active_count() == 0, 5)
+    answer = requests.get(successor.url + "threads/crash-history/messages", timeout=10).json()
+    user, assistant = answer["messages"]
+    assert user == body["messages"][0]                # from the log header: the stream never carried it
+    assert assistant["role"] == "assistant" and assistant["content"] == SLOW_TEXT
