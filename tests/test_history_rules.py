@@ -43,7 +43,8 @@ def test_a_tool_turn_folds_into_user_assistant_tool_assistant_with_the_stream_id
     assert conversation.messages == [
         {"id": "u1", "role": "user", "content": "hi"},
         {"id": "m1", "role": "assistant", "content": "Let me look.",
-         "toolCalls": [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"a"}'}}]},
+         "toolCalls": [{"id": "c1", "type": "function",
+                        "function": {"name": "read_file", "arguments": '{"path":"a"}'}}]},
         {"id": "tool-result-c1", "role": "tool", "toolCallId": "c1", "content": "# A"},
         {"id": "m2", "role": "assistant", "content": "It is A."}]
 
