@@ -13,7 +13,7 @@ import time
 from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, RequestEntityTooLarge
-from werkzeug.routing import Map, Rule
+from werkzeug.routing import Map, PathConverter, Rule
 from werkzeug.wrappers import Request, Response
 
 from iaccode_agui import errors, i18n, inputs, jsonbody
@@ -44,7 +44,14 @@ PUBLIC_ENDPOINTS = frozenset({"health", "ready", "console_page", "console_asset"
 
 StartResponse = Callable[..., Any]
 # Endpoints of the AgentCore-compatible family: they also take the API key as ``x-api-key``.
-API_KEY_ENDPOINTS = frozenset(["agentcore_run", "agentcore_stop", "capabilities", "file"])
+API_KEY_ENDPOINTS = frozenset(["agentcore_run", "agentcore_stop", "capabilities", "file", "agentcore_thread_messages"])
+HISTORY_ROUTE = "/threads/<thread_id:thread_id>/messages"
+
+
+class ThreadIdConverter(PathConverter):
+    """A thread id in a path: any characters, slashes included (a client percent-encodes them)."""
+    regex = ".+?"
+    part_isolating = False
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -100,11 +107,14 @@ class AguiApp:
             Rule("/ag-ui/agent/capabilities", endpoint="capabilities", methods=["GET"]),
             Rule("/capabilities", endpoint="capabilities", methods=["GET"]),
             Rule("/ag-ui/files/<token>", endpoint="file", methods=["GET"]),
+            Rule(HISTORY_ROUTE, endpoint="thread_messages", methods=["GET"]),
+            Rule("/ag-ui/agent" + HISTORY_ROUTE, endpoint="agentcore_thread_messages", methods=["GET"]),
         ]
         if self.console is not None:
             rules += [Rule("/console/", endpoint="console_page", methods=["GET"]),
                       Rule("/console/<name>", endpoint="console_asset", methods=["GET"])]
-        self.url_map = Map(rules, strict_slashes=False, merge_slashes=False)
+        self.url_map = Map(rules, strict_slashes=False, merge_slashes=False,
+                           converters={"thread_id": ThreadIdConverter})
         self.input_policy = inputs.InputPolicy(default_cwd=settings.default_cwd,
                                                max_image_bytes=settings.max_image_bytes,
                                                max_images_bytes=settings.max_images_bytes)
@@ -306,6 +316,27 @@ class AguiApp:
 
     def on_capabilities(self, request: Request, info: Dict[str, Any]) -> Response:
         return self.agentcore.capabilities(request, info)
+
+    def on_thread_messages(self, request: Request, info: Dict[str, Any], thread_id: str) -> Response:
+        return self._json(self.thread_messages(request, info, thread_id))
+
+    def on_agentcore_thread_messages(self, request: Request, info: Dict[str, Any], thread_id: str) -> Response:
+        return self.agentcore.thread_messages(request, info, thread_id)
+
+    def thread_messages(self, request: Request, info: Dict[str, Any], thread_id: str) -> Dict[str, Any]:
+        """A thread's stored conversation (both route families): 404 for a thread with neither state nor one."""
+        info["thread"] = thread_id
+        if not inputs.is_identifier(thread_id):
+            raise AguiError("INVALID_INPUT", errors.MSG_THREAD_ID_INVALID)
+        check_session_header(request.headers, {"threadId": thread_id})
+        try:
+            history = self.manager.history.load(thread_id)
+            if history is None and self.store.load(thread_id) is None:
+                raise AguiError("THREAD_NOT_FOUND")
+        except StateError:
+            raise AguiError("STATE_UNAVAILABLE")
+        return {"threadId": thread_id, "messages": history.messages if history is not None else [],
+                "truncated": history is not None and history.truncated}
 
     def on_file(self, request: Request, info: Dict[str, Any], token: str) -> Response:
         return self.agentcore.file(request, info, token)

@@ -57,6 +57,19 @@ def at_least(minimum: int) -> Callable[[str], float]:
     return _number(int, "a whole number >= %d" % minimum, minimum, strict=False)
 
 
+def between(minimum: int, maximum: int) -> Callable[[str], float]:
+    return _number(int, "a whole number from %d to %d" % (minimum, maximum), minimum, strict=False, maximum=maximum)
+
+
+def choice(*allowed: str) -> Callable[[str], str]:
+    """A converter for a variable that stands in for a flag with ``choices``."""
+    def convert(text: str) -> str:
+        if text not in allowed:
+            raise argparse.ArgumentTypeError("expected one of %s, got %r" % (", ".join(allowed), text))
+        return text
+    return convert
+
+
 def flag_or_env(flag: Optional[Number], env: Mapping[str, str], variable: str, default: Number,
                 convert: Callable[[str], float]) -> Number:
     """The flag's value, else its environment variable's, else the default; a flag or variable that

@@ -13,6 +13,14 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def encoded_size(value: Any) -> int:
+    """Bytes of ``value`` as compact JSON in UTF-8, the way events and stored documents are written."""
+    return len(_COMPACT(value).encode("utf-8", "surrogatepass"))
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def coerce_numbers(value: Any) -> Any:
     """Whole floats back to ints, recursively (``1.0`` from a protobuf Struct means 1); booleans untouched."""
     if isinstance(value, float) and value.is_integer():

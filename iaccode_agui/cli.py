@@ -21,8 +21,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from iaccode_agui import __version__, i18n
 from iaccode_agui.allocator import DEFAULT_ARENA_MAX, DEFAULT_RELEASE_RUNS, freeze_startup_objects, limit_arenas
-from iaccode_agui.argtypes import at_least, count, flag_or_env, megabytes, port, positive_seconds, seconds
-from iaccode_agui.cliflags import EVENT_BYTES, POSITIVE_COUNT, SPARE_THREADS, build_parser
+from iaccode_agui.argtypes import at_least, choice, count, flag_or_env, megabytes, port, positive_seconds, seconds
+from iaccode_agui.cliflags import EVENT_BYTES, HISTORY_BYTES, POSITIVE_COUNT, SPARE_THREADS, build_parser
 from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_FILE_LINK_TTL, DEFAULT_HEARTBEAT, DEFAULT_HOST,
                                  DEFAULT_INTERRUPT_TTL, DEFAULT_MAX_JSON_VALUES, DEFAULT_MAX_JSON_DEPTH,
                                  DEFAULT_MAX_MESSAGES, DEFAULT_PORT,
@@ -32,6 +32,7 @@ from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_FILE_LINK_
                                  DEFAULT_SPARE_RUN_THREADS, DEFAULT_TAKEOVER_GRACE, MAX_FILE_LINKS,
                                  MAX_IMAGE_BYTES, MAX_IMAGES_BYTES, MAX_SSE_EVENT_BYTES, ConfigError, Settings,
                                  default_allowed_cwds, default_state_dir, is_loopback_host, normalize_a2a_url)
+from iaccode_agui.config import DEFAULT_HISTORY_MAX_BYTES, DEFAULT_HISTORY_MAX_MESSAGES, MESSAGES_SNAPSHOT_MODES
 
 log = logging.getLogger("iaccode_agui")
 
@@ -60,7 +61,7 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str
                                       DEFAULT_SPARE_RUN_THREADS, count),
         spare_run_thread_idle=flag_or_env(args.spare_run_thread_idle, env, "IAC_CODE_AGUI_SPARE_RUN_THREAD_IDLE",
                                           DEFAULT_SPARE_RUN_THREAD_IDLE, positive_seconds),
-        console=console_enabled(args, env), **agentcore_settings(args, env),
+        console=console_enabled(args, env), **agentcore_settings(args, env), **history_settings(args, env),
         takeover_grace=flag_or_env(args.takeover_grace, env, "IAC_CODE_AGUI_TAKEOVER_GRACE", DEFAULT_TAKEOVER_GRACE,
                                    seconds),
         max_json_depth=flag_or_env(args.max_json_depth, env, "IAC_CODE_AGUI_MAX_JSON_DEPTH", DEFAULT_MAX_JSON_DEPTH,
@@ -97,6 +98,18 @@ def _flag(raw: str) -> bool:
     if lowered not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
         raise ValueError(raw)
     return lowered in ("1", "true", "yes", "on")
+
+
+def history_settings(args: argparse.Namespace, env: Mapping[str, str]) -> Dict[str, Any]:
+    """Settings of each thread's stored conversation, from flags and variables."""
+    return {
+        "history_max_messages": flag_or_env(args.history_max_messages, env, "IAC_CODE_AGUI_HISTORY_MAX_MESSAGES",
+                                            DEFAULT_HISTORY_MAX_MESSAGES, POSITIVE_COUNT),
+        "history_max_bytes": flag_or_env(args.history_max_bytes, env, "IAC_CODE_AGUI_HISTORY_MAX_BYTES",
+                                         DEFAULT_HISTORY_MAX_BYTES, HISTORY_BYTES),
+        "messages_snapshot": flag_or_env(args.messages_snapshot, env, "IAC_CODE_AGUI_MESSAGES_SNAPSHOT", "auto",
+                                         choice(*MESSAGES_SNAPSHOT_MODES)),
+    }
 
 
 def agentcore_settings(args: argparse.Namespace, env: Mapping[str, str]) -> Dict[str, Any]:

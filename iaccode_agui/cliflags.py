@@ -10,8 +10,8 @@ from typing import Any
 
 from iaccode_agui import __version__
 from iaccode_agui.allocator import DEFAULT_ARENA_MAX, DEFAULT_RELEASE_RUNS
-from iaccode_agui.argtypes import (OneLineParser, at_least, count, megabytes, port, positive_seconds, program_name,
-                                   seconds)
+from iaccode_agui.argtypes import (OneLineParser, at_least, between, count, megabytes, port, positive_seconds,
+                                   program_name, seconds)
 from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_FILE_LINK_TTL, DEFAULT_HEARTBEAT, DEFAULT_HOST,
                                  DEFAULT_INTERRUPT_TTL, DEFAULT_MAX_JSON_VALUES, DEFAULT_MAX_JSON_DEPTH,
                                  DEFAULT_MAX_MESSAGES, DEFAULT_PORT,
@@ -20,6 +20,8 @@ from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_FILE_LINK_
                                  DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL, DEFAULT_SPARE_RUN_THREAD_IDLE,
                                  DEFAULT_SPARE_RUN_THREADS, DEFAULT_TAKEOVER_GRACE, MAX_FILE_LINKS, MAX_IMAGE_BYTES,
                                  MAX_IMAGES_BYTES, MAX_SSE_EVENT_BYTES, MIN_SSE_EVENT_BYTES)
+from iaccode_agui.config import (DEFAULT_HISTORY_MAX_BYTES, DEFAULT_HISTORY_MAX_MESSAGES, MAX_HISTORY_BYTES,
+                                 MESSAGES_SNAPSHOT_MODES, MIN_HISTORY_BYTES)
 
 MIN_THREADS = 4
 DEPLOY_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deploy")
@@ -28,6 +30,7 @@ DEPLOY_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deploy")
 SPARE_THREADS = 8
 POSITIVE_COUNT = at_least(1)
 EVENT_BYTES = at_least(MIN_SSE_EVENT_BYTES)
+HISTORY_BYTES = between(MIN_HISTORY_BYTES, MAX_HISTORY_BYTES)
 
 ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_HOST            --host
@@ -69,6 +72,9 @@ ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_MAX_IMAGES_BYTES             --max-images-bytes
   IAC_CODE_AGUI_MAX_SSE_EVENT_BYTES          --max-sse-event-bytes
   IAC_CODE_AGUI_DETACHED_RUN_TIMEOUT         --detached-run-timeout
+  IAC_CODE_AGUI_HISTORY_MAX_MESSAGES         --history-max-messages
+  IAC_CODE_AGUI_HISTORY_MAX_BYTES            --history-max-bytes
+  IAC_CODE_AGUI_MESSAGES_SNAPSHOT            --messages-snapshot
 """ % os.pathsep
 
 
@@ -95,6 +101,18 @@ def add_agentcore_flags(add: Any) -> None:
     add("--detached-run-timeout", type=seconds,
         help="seconds a run of /ag-ui/agent goes on with no client attached before it is cancelled "
              "(default 0 = until it ends)")
+
+
+def add_history_flags(add: Any) -> None:
+    """Flags of each thread's stored conversation (docs/history.rst)."""
+    add("--history-max-messages", type=POSITIVE_COUNT,
+        help="messages kept per thread; the oldest go first (default %d)" % DEFAULT_HISTORY_MAX_MESSAGES)
+    add("--history-max-bytes", type=HISTORY_BYTES,
+        help="bytes of JSON kept per thread, %d to %d; the oldest messages go first (default %d)"
+             % (MIN_HISTORY_BYTES, MAX_HISTORY_BYTES, DEFAULT_HISTORY_MAX_BYTES))
+    add("--messages-snapshot", choices=MESSAGES_SNAPSHOT_MODES,
+        help="when a run opens with MESSAGES_SNAPSHOT: auto = resume runs and clients that lack the "
+             "latest message, resume = resume runs only, off = never (default auto)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
              "(default %.0f; a larger --reconnect-grace wins)" % DEFAULT_TAKEOVER_GRACE)
     add_bound_flags(add)
     add_agentcore_flags(add)
+    add_history_flags(add)
     add("--debug", action="store_true", help="debug logging")
     add("--log-stdout", action="store_true", help="log to stdout instead of stderr")
     add("--version", action="version", version="iaccode_agui %s" % __version__)

@@ -49,6 +49,12 @@ MIN_STREAM_BUFFER_BYTES = 16 * 1024
 # Threads of ended runs kept waiting to drive the next runs (``runs.spare``), and how long each waits.
 DEFAULT_SPARE_RUN_THREADS = 4
 DEFAULT_SPARE_RUN_THREAD_IDLE = 30.0
+# Each thread's stored conversation (``docs/history.rst``): its bounds, and when a stream opens with it.
+DEFAULT_HISTORY_MAX_MESSAGES = 1000
+DEFAULT_HISTORY_MAX_BYTES = 1024 * 1024
+MIN_HISTORY_BYTES = 4096
+MAX_HISTORY_BYTES = 4 * 1024 * 1024     # half the largest document the state directory reads back
+MESSAGES_SNAPSHOT_MODES = ("auto", "resume", "off")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +103,9 @@ class Settings:
     max_file_links: int = MAX_FILE_LINKS       # live links held in memory; the oldest is dropped beyond it
     takeover_grace: float = DEFAULT_TAKEOVER_GRACE    # an adopted run without a client is cancelled after it
     detached_run_timeout: float = 0.0          # /ag-ui/agent: a run nobody is attached to is cancelled after it
+    history_max_messages: int = DEFAULT_HISTORY_MAX_MESSAGES   # per thread; the oldest go first
+    history_max_bytes: int = DEFAULT_HISTORY_MAX_BYTES
+    messages_snapshot: str = "auto"            # when a run opens with MESSAGES_SNAPSHOT: auto | resume | off
 
     @property
     def largest_request_bytes(self) -> int:
@@ -136,6 +145,14 @@ class Settings:
             raise ConfigError("file links need a lifetime > 0 seconds and room for at least one link")
         if not 0 <= self.detached_run_timeout <= MAX_SECONDS:
             raise ConfigError("the detached run timeout must be 0 (keep running) to %d seconds" % MAX_SECONDS)
+        self._check_history()
+
+    def _check_history(self) -> None:
+        if self.history_max_messages < 1 or not MIN_HISTORY_BYTES <= self.history_max_bytes <= MAX_HISTORY_BYTES:
+            raise ConfigError("a stored conversation keeps at least 1 message and %d to %d bytes"
+                              % (MIN_HISTORY_BYTES, MAX_HISTORY_BYTES))
+        if self.messages_snapshot not in MESSAGES_SNAPSHOT_MODES:
+            raise ConfigError("the messages snapshot mode must be auto, resume or off")
 
 
     def _check_kept(self) -> None:

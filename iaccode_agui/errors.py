@@ -107,6 +107,11 @@ MSG_IMAGES_OVER_LIMIT = "The images exceed the total limit of {limit}."
 MSG_FILE_LINK_INVALID = "The file link is unknown or has expired."
 MSG_EVENT_TRUNCATED = "[truncated by the adapter: the original content had {size} bytes]"
 
+# --- stored conversations (GET /threads/{threadId}/messages) -----------------------------------------
+MSG_THREAD_NOT_FOUND = "The thread was not found: it was never used here or it has been removed."
+MSG_THREAD_ID_INVALID = "The thread id must be 1 to 1024 characters without control characters."
+MSG_HISTORY_IMAGE = "[image {name} ({type}): not kept in the conversation]"
+
 MSG_PERMISSION_REQUIRED = "Permission required"
 MSG_INPUT_REQUIRED = "Input required"
 
@@ -164,6 +169,8 @@ ERRORS: Dict[str, Tuple[int, str]] = {
     "RUNTIME_NOT_READY": (503, MSG_RUNTIME_NOT_READY),
     "RUN_CANCELLED": (409, MSG_RUN_CANCELLED),
     "FILE_LINK_NOT_FOUND": (404, MSG_FILE_LINK_INVALID),
+    # The history route: a thread with neither state nor conversation (never used, or pruned).
+    "THREAD_NOT_FOUND": (404, MSG_THREAD_NOT_FOUND),
 }
 
 # How the AgentCore-compatible routes spell a code of the run core (codes not listed keep their name).

@@ -13,7 +13,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import jsonschema
 from jsonschema.exceptions import best_match
@@ -109,6 +109,8 @@ class RunRequest:
     # No resume and the newest message is a ``tool`` message: a client answering an interrupt the wrong way
     # (only ``resume`` answers one; a tool message is history, never sent upstream).
     tool_answer: bool = False
+    # The ids of the input's messages: a client holding the thread's latest stored one is in sync.
+    message_ids: FrozenSet[str] = frozenset()
 
     @property
     def is_resume(self) -> bool:
@@ -256,6 +258,7 @@ def parse_run_request(body: Any, allowed_cwds: Sequence[str], policy: InputPolic
         resume=resume,
         digest=digest,
         tool_answer=resume is None and bool(body["messages"]) and body["messages"][-1]["role"] == "tool",
+        message_ids=frozenset(message["id"] for message in body["messages"]),
     )
 
 

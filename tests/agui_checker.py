@@ -53,7 +53,13 @@ def validate_models(events: Iterable[Dict[str, Any]]) -> None:
         for key, value in event.items():
             if value is None:
                 raise SequenceError("null field %s in %r" % (key, event))
-        if event["type"] not in ("CUSTOM", "ACTIVITY_SNAPSHOT"):
+        if event["type"] == "MESSAGES_SNAPSHOT":
+            # An activity message's content is open JSON, exactly as an ACTIVITY_SNAPSHOT's content is.
+            _no_nulls({key: value for key, value in event.items() if key != "messages"})
+            for message in event["messages"]:
+                _no_nulls({key: value for key, value in message.items()
+                           if not (message.get("role") == "activity" and key == "content")})
+        elif event["type"] not in ("CUSTOM", "ACTIVITY_SNAPSHOT"):
             _no_nulls(event)
 
 

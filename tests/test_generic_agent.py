@@ -9,6 +9,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
+import requests
 
 pytest.importorskip("a2a.server.request_handlers", reason="needs the a2a-sdk[http-server] test extra")
 pytest.importorskip("uvicorn", reason="needs uvicorn (test extra) to serve the a2a-sdk agent")
@@ -185,3 +186,15 @@ def test_resume_sent_the_moment_the_body_ends(generic, monkeypatch):
     interrupt = interrupt_of(generic.run(generic.body("ask", thread="g-race")))
     resumed = generic.run(generic.body(None, thread="g-race", resume=answer(interrupt, payload={"freeText": "Bo"})))
     assert text_of(resumed) == "Hello, Bo!"
+
+
+def test_a_generic_agents_conversation_is_kept_and_a_resume_opens_with_it(generic):
+    first, interrupt = ask_name(generic, "g-history")
+    resumed = generic.run(generic.body(None, thread="g-history", resume=answer(interrupt, payload={"freeText": "Ada"})))
+    snapshot = next(event for event in resumed if event["type"] == "MESSAGES_SNAPSHOT")
+    assert resumed.index(snapshot) == 1 and snapshot["messages"][-1]["content"]["interrupt"] == interrupt
+    stored = requests.get(generic.url + "threads/g-history/messages", timeout=10).json()["messages"]
+    assert [m["role"] for m in stored][0] == "user" and stored[0]["content"] == "ask"
+    asked = next(m for m in stored if m["role"] == "activity")
+    assert asked["content"]["answer"] == {"status": "resolved", "payload": {"freeText": "Ada"}}
+    assert "".join(m.get("content") or "" for m in stored if m["role"] == "assistant") == QUESTION + "Hello, Ada!"

@@ -441,3 +441,15 @@ def test_a_new_message_cancels_an_adopted_agentcore_run_nobody_follows(adapter_f
     rest = parse_sse(successor.post(attach_body("ac-crash-2", body["runId"], ids[-1]), path=AGENT,
                                     timeout=30).content)[0]
     assert rest[-1]["type"] == "RUN_ERROR" and rest[-1]["code"] == "RUN_CANCELLED", rest[-1]
+
+
+def test_the_conversation_of_an_adopted_run_is_saved_when_it_ends(adapter_factory, quick_demo, tmp_path, workspace):
+    state_dir, body, seen, ids = _crash_mid_run(quick_demo, tmp_path, workspace, "crash-history")
+    successor = adapter_factory(state_dir=state_dir, upstream_url=quick_demo.url, upstream_token=quick_demo.token)
+    whole = reattach_rest(successor, body, seen, ids)
+    assert whole[-1]["type"] == "RUN_FINISHED"
+    assert wait_for(lambda: successor.app.manager.active_count() == 0, 5)
+    answer = requests.get(successor.url + "threads/crash-history/messages", timeout=10).json()
+    user, assistant = answer["messages"]
+    assert user == body["messages"][0]                # from the log header: the stream never carried it
+    assert assistant["role"] == "assistant" and assistant["content"] == SLOW_TEXT

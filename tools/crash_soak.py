@@ -37,6 +37,7 @@ if HERE not in sys.path:   # the tests load this file by path; its sibling must 
     sys.path.append(HERE)
 
 from iaccode_agui.demo import DemoServer  # noqa: E402
+from iaccode_agui.state.history import SUFFIX as HISTORY_SUFFIX, HistoryStore  # noqa: E402
 from iaccode_agui.state.keys import thread_file_stem  # noqa: E402
 from iaccode_agui.state.store import StateUnavailable, ThreadStore  # noqa: E402
 
@@ -308,15 +309,19 @@ class Soak:
         names = os.listdir(store.threads_dir) if os.path.isdir(store.threads_dir) else []
         for name in (n for n in names if n.endswith(".json") and not n.startswith(".")):
             self.bump("state files checked")
+            stem = name[:-5]
+            conversation = stem.endswith(HISTORY_SUFFIX)      # a thread's stored conversation, beside its state
+            stem = stem[:-len(HISTORY_SUFFIX)] if conversation else stem
             try:
-                state = store.load(known[name[:-5]]) if name[:-5] in known else None
+                load = HistoryStore(store).load if conversation else store.load
+                state = load(known[stem]) if stem in known else None
                 if state is None:
                     raise StateUnavailable("not the file of a known thread")
             except StateUnavailable as exc:
                 self.anomalies.append("%s: %s does not load: %s" % (when, name, exc))
                 self.bump("state files unreadable")
                 continue
-            if kill is not None and state.active_run is not None:
+            if kill is not None and not conversation and state.active_run is not None:
                 self.orphans.append({"thread": state.thread_id, "kill": kill, "task": state.execution.task_id,
                                      "execution": state.execution.execution_id,
                                      "pending": bool(state.execution.pending)})

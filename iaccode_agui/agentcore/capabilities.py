@@ -36,6 +36,12 @@ def capabilities(settings: Settings, *, generic_upstream: bool, draining: bool, 
 def _details(settings: Settings, draining: bool, prefix: str) -> Dict[str, Any]:
     return {
         "routes": {"run": prefix + "/", "agentcore": prefix + "/ag-ui/agent", "stop": prefix + "/ag-ui/agent/stop"},
+        # Each thread's conversation is kept by the server (docs/history.rst), on every process of the state
+        # directory, and sent as MESSAGES_SNAPSHOT where a stream needs it.
+        "history": {"served": True, "route": prefix + "/threads/{threadId}/messages",
+                    "agentcoreRoute": prefix + "/ag-ui/agent/threads/{threadId}/messages",
+                    "messagesSnapshot": settings.messages_snapshot, "maxMessages": settings.history_max_messages,
+                    "maxBytes": settings.history_max_bytes},
         "imageInput": "inline base64 only (PNG, JPEG, GIF, WebP); no remote URLs",
         "attach": {"afterSequence": True, "lastEventId": True},
         "serverDefaults": settings.default_cwd is not None,   # forwardedProps may be {} on POST / as well

@@ -118,6 +118,17 @@ class AgentCoreRoutes:
                                 draining=self.manager.draining, prefix=request.script_root)
         return self.app.json_response(document)
 
+    # ---- GET /ag-ui/agent/threads/<threadId>/messages ------------------------------------------------
+    def thread_messages(self, request: Request, info: Dict[str, Any], thread_id: str) -> Response:
+        try:
+            document = self.app.thread_messages(request, info, thread_id)
+        except AguiError as exc:
+            raise self._mapped(exc, thread_id, request)
+        response = self.app.json_response(document)
+        if thread_id.isascii() and thread_id.isprintable():     # a header carries nothing else unchanged
+            response.headers[SESSION_HEADER] = thread_id
+        return response
+
     # ---- GET /ag-ui/files/<token> -------------------------------------------------------------------
     def file(self, request: Request, info: Dict[str, Any], token: str) -> Response:
         if self.links is None:

@@ -4,14 +4,16 @@ Pure: one event in, the events to publish out.  It adds the ``agentcore.usage`` 
 ``RUN_FINISHED``, renames in-stream error codes through ``errors.AGENTCORE_CODES``, and keeps every SSE
 event under the configured size: text, reasoning and tool-argument deltas are split into several events
 (a client appends them anyway); a tool result, which has to arrive whole, is cut short with a visible,
-translated marker that states its original size.
+translated marker that states its original size; a ``MESSAGES_SNAPSHOT`` keeps its newest messages and is
+marked as shortened (``metadata.iacCode.truncated``).
 """
-import json
 from typing import Any, Dict, List, Optional
 
 from iaccode_agui import errors, i18n
+from iaccode_agui.canonical import encoded_size
 from iaccode_agui.agentcore.files import ARTIFACT_EVENT, RunFilePublisher
 from iaccode_agui.projection import events as ev
+from iaccode_agui.projection.history_rules import fit_messages
 
 USAGE_EVENT = "agentcore.usage"
 SPLITTABLE = {"TEXT_MESSAGE_CONTENT": "delta", "TOOL_CALL_ARGS": "delta", "REASONING_MESSAGE_CONTENT": "delta",
@@ -20,13 +22,7 @@ TRUNCATABLE = {"TOOL_CALL_RESULT": "content"}
 # What the SSE framing adds around the JSON: "id: <n>\n", "data: ", the timestamp field and "\n\n".
 FRAME_OVERHEAD = 128
 _USAGE_COUNTS = ("inputTokens", "outputTokens", "totalTokens", "cachedInputTokens")
-_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
 Event = Dict[str, Any]
-
-
-def encoded_size(value: Any) -> int:
-    return len(_ENCODE(value).encode("utf-8", "surrogatepass"))
 
 
 def usage_value(usage: Optional[List[Dict[str, Any]]]) -> Dict[str, Any]:
@@ -87,7 +83,18 @@ class AgentCoreShaper:
             return [self._rename_error(event)]
         if kind in SPLITTABLE or kind in TRUNCATABLE:
             return self._fit(event)
+        if kind == "MESSAGES_SNAPSHOT":
+            return [self._fit_snapshot(event)]
         return [event]
+
+    def _fit_snapshot(self, event: Event) -> Event:
+        """A snapshot over the limit keeps its newest messages and says that older ones were left out."""
+        limit = self.max_event_bytes - FRAME_OVERHEAD
+        if encoded_size(event) <= limit:
+            return event
+        envelope = encoded_size(ev.messages_snapshot([], truncated=True))
+        messages, _ = fit_messages(event.get("messages") or [], limit - envelope)
+        return ev.messages_snapshot(messages, truncated=True)
 
     def _publish(self, event: Event) -> Event:
         """Artifacts name the files a tool wrote; the tool's result then carries their download links."""

@@ -12,9 +12,10 @@ import threading
 from typing import Any, Iterator, List, Optional, Sequence, TextIO
 
 from iaccode_agui.argtypes import OneLineParser, positive_seconds, program_name
-from iaccode_agui.client.render import color_wanted
-from iaccode_agui.client.session import EXIT_INTERRUPTED, ClientOptions, InputFn, TerminalClient
-from iaccode_agui.client.transport import AguiTransport
+from iaccode_agui.client.render import Renderer, color_wanted
+from iaccode_agui.client.session import (EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, ClientOptions, InputFn,
+                                         TerminalClient)
+from iaccode_agui.client.transport import AguiTransport, HttpError
 
 DEFAULT_URL = "http://127.0.0.1:8000/"
 TOKEN_ENV = "IAC_CODE_AGUI_AUTH_TOKEN"
@@ -86,12 +87,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--read-timeout", type=positive_seconds, default=120.0, metavar="SECONDS",
                         help="seconds without any byte (heartbeats count) before giving up (default %(default)s)")
     parser.add_argument("--no-color", action="store_true", help="plain output (automatic when not a terminal)")
+    parser.add_argument("--history", action="store_true",
+                        help="print the conversation the adapter keeps for --thread, then exit")
     return parser
+
+
+def show_history(transport: AguiTransport, thread_id: str, renderer: Renderer) -> int:
+    """``--history``: the thread's stored conversation, or the adapter's error."""
+    try:
+        answer = transport.history(thread_id)
+    except HttpError as exc:
+        renderer.error(exc.code, exc.message)
+        return EXIT_ERROR
+    messages = answer.get("messages")
+    renderer.conversation([m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else [],
+                          answer.get("truncated") is True)
+    return EXIT_OK
 
 
 def main(argv: Optional[Sequence[str]] = None, input_fn: Optional[InputFn] = None,
          out: Optional[TextIO] = None, transport: Optional[AguiTransport] = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.history and (not args.thread_id or args.message):
+        parser.error("--history needs --thread ID and no MESSAGE")
     out = out if out is not None else sys.stdout
     owned = transport is None
     if transport is None:
@@ -104,6 +123,12 @@ def main(argv: Optional[Sequence[str]] = None, input_fn: Optional[InputFn] = Non
         input_fn = input if _stdin_is_terminal() else piped_input(sys.stdin, out)
     client = TerminalClient(transport, options, input_fn, out, color=color_wanted(out, args.no_color))
     words: List[str] = args.message
+    if args.history:
+        try:
+            return show_history(transport, args.thread_id, client.renderer)
+        finally:
+            if owned:
+                transport.close()
     try:
         with ctrl_c_cancels():
             if words:

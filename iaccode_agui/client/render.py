@@ -267,10 +267,52 @@ class Renderer:
     def _on_tool_call_result(self, event: Event) -> None:
         tool_call_id = str(event.get("toolCallId"))
         self._show_tool(tool_call_id)  # a result without its END still names the call first
-        content = str(event.get("content", ""))
+        self._result(str(event.get("content", "")))
+
+    def _result(self, content: str) -> None:
         lines = content.splitlines() or [""]
         extra = " (+%d lines)" % (len(lines) - 1) if len(lines) > 1 else ""
         self.line(self.glyphs["result"] + shorten(lines[0], RESULT_LIMIT) + extra, "dim")
+
+    # ---- a stored conversation (``--history``) ----------------------------------------------------
+    def conversation(self, messages: List[Dict[str, Any]], truncated: bool) -> None:
+        """A thread's stored conversation, one block per message, as a run would have shown it."""
+        if truncated:
+            self.info("earlier messages were dropped from this thread's history")
+        for message in messages:
+            handler = getattr(self, "_stored_" + str(message.get("role")), None)
+            if handler is not None:
+                handler(message)
+        self.end_line()
+
+    def _stored_user(self, message: Dict[str, Any]) -> None:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+        self.line("> " + str(content or ""), "bold")
+
+    def _stored_assistant(self, message: Dict[str, Any]) -> None:
+        if message.get("content"):
+            self.line(str(message["content"]))
+        for call in message.get("toolCalls") or []:
+            function = call.get("function") or {}
+            self._tools[str(call.get("id"))] = [str(function.get("name", "tool")), str(function.get("arguments", ""))]
+            self._show_tool(str(call.get("id")))
+
+    def _stored_tool(self, message: Dict[str, Any]) -> None:
+        self._result(str(message.get("content", "")))
+
+    def _stored_activity(self, message: Dict[str, Any]) -> None:
+        content = message.get("content") if isinstance(message.get("content"), dict) else {}
+        interrupt = content.get("interrupt")
+        if not isinstance(interrupt, dict):
+            self.info("activity " + str(message.get("activityType", "")))
+            return
+        self.line(self.glyphs["ask"] + str(interrupt.get("message", "")), "yellow")
+        answer = content.get("answer")
+        if isinstance(answer, dict):
+            shown = answer.get("payload") if answer.get("status") == "resolved" else answer.get("status")
+            self.line(self.glyphs["result"] + compact_json(json.dumps(shown, ensure_ascii=False)), "dim")
 
     def _on_step_started(self, event: Event) -> None:
         self.line(self.glyphs["step"] + "step " + str(event.get("stepName", "")), "bold")

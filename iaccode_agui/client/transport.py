@@ -188,5 +188,25 @@ class AguiTransport:
             raise HttpError("HTTP_%d" % response.status_code, "the cancel answer is not JSON") from None
         return answer if isinstance(answer, dict) else {}
 
+    def history(self, thread_id: str) -> Dict[str, Any]:
+        """The thread's stored conversation (``GET /threads/{threadId}/messages``)."""
+        url = self.base_url + "threads/%s/messages" % quote(thread_id, safe="")
+        headers = self._headers("application/json")
+        del headers["Content-Type"]
+        headers.update(session_header(thread_id))
+        try:
+            response = self.session.get(url, headers=headers, timeout=self.timeout)
+        except requests.Timeout:
+            raise HttpError("TIMEOUT", "no answer from %s" % url) from None
+        except requests.RequestException as exc:
+            raise HttpError("CONNECTION_FAILED", "cannot reach %s (%s)" % (url, type(exc).__name__)) from None
+        if response.status_code != 200:
+            raise _error_from(response)
+        try:
+            answer = response.json()
+        except ValueError:
+            raise HttpError("HTTP_200", "the history answer is not JSON") from None
+        return answer if isinstance(answer, dict) else {}
+
     def close(self) -> None:
         self.session.close()

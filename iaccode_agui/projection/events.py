@@ -113,3 +113,12 @@ def custom(name: str, value: Any) -> Event:
 def activity_snapshot(message_id: str, activity_type: str, content: Dict[str, Any], replace: bool = True) -> Event:
     return _event("ACTIVITY_SNAPSHOT", messageId=message_id, activityType=activity_type, content=content,
                   replace=replace)
+
+
+def messages_snapshot(messages: List[Dict[str, Any]], truncated: bool = False) -> Event:
+    """``truncated``: older messages were left out.  AG-UI messages have no such flag, so it is the event's
+    metadata, under this server's own key: a client that looks can tell, others ignore it."""
+    event: Event = {"type": "MESSAGES_SNAPSHOT", "messages": messages}
+    if truncated:
+        event["metadata"] = {"iacCode": {"truncated": True}}
+    return event

@@ -85,6 +85,8 @@ class RunChannel:
         self.events_published = 0
         self._pending: List[Tuple[int, str, bytes]] = []   # published, not yet logged nor delivered
         self._batching = 0
+        # Sees every event as published (the run's stored conversation folds them: ``runs.history``).
+        self.observe: Optional[Callable[[Dict[str, Any]], None]] = None
 
     def use_log(self, run_log: Optional[RunLogWriter]) -> None:
         """Give the channel its durable log before the first event (admission opens it after the claim)."""
@@ -137,6 +139,9 @@ class RunChannel:
 
     def publish(self, event: Dict[str, Any]) -> None:
         """Encode ``event`` with the next id; inside ``batch()`` it goes out at the next flush."""
+        observe = self.observe
+        if observe is not None:
+            observe(event)
         with self._lock:
             if self.closed:
                 return

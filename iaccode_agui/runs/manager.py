@@ -29,6 +29,7 @@ from iaccode_agui.runs.cancel import CANCELLED, cancel_execution
 from iaccode_agui.runs.attach import LogAttach
 from iaccode_agui.runs.channel import RunChannel, Subscription
 from iaccode_agui.runs.expiry import ExpiryScheduler
+from iaccode_agui.runs.history import HEADER_FIELD as HISTORY_HEADER, RunHistory
 from iaccode_agui.runs.housekeeping import Housekeeper
 from iaccode_agui.runs.kept import KeptRuns
 from iaccode_agui.runs.liverun import LiveRun
@@ -39,6 +40,7 @@ from iaccode_agui.runs.takeover import Takeover
 from iaccode_agui.runs.runlog import RunLogStore, RunLogWriter
 from iaccode_agui.runs.spare import SpareThreads
 from iaccode_agui.runs.worker import RunWorker, drive_new_turn
+from iaccode_agui.state.history import HistoryStore
 from iaccode_agui.state.model import ActiveRun, ThreadState
 from iaccode_agui.state.registry import ProcessRegistry
 from iaccode_agui.state.store import RunLease, StateUnavailable, ThreadStore
@@ -69,6 +71,7 @@ class RunManager:
         self.kind = UpstreamKind(settings.upstream_kind, client)
         self._idle = threading.Condition(self._lock)
         self.expiry = ExpiryScheduler(store, client, clock)
+        self.history = HistoryStore(store)      # each thread's stored conversation
         self.runlogs = RunLogStore(settings.state_dir, ttl=settings.run_log_ttl,
                                    max_bytes=int(settings.run_log_max_mb * 1024 * 1024))
         self.budget = ReplayBudget(int(settings.replay_memory_mb * 1024 * 1024))
@@ -203,11 +206,13 @@ class RunManager:
             run.keep_without_client = keep_without_client
             if keep_without_client:
                 detached.mark_detached(self, run)       # marked whenever its client leaves
-            header = dict(profile.header_fields(), language=language, keepWithoutClient=keep_without_client)
+            history = RunHistory.for_request(self.history, self.settings, req, language)
+            header = dict(profile.header_fields(), language=language, keepWithoutClient=keep_without_client,
+                          **{HISTORY_HEADER: history.header()})
             if admitted.first_seq:
                 header["firstSeq"] = admitted.first_seq     # a continuation: the segment's first id
             run.channel.use_log(self._open_run_log(req, admitted.state, header))
-            worker, sub = self._prepare(run, req, admitted, language)
+            worker, sub = self._prepare(run, req, admitted, language, history)
             worker.open()            # RUN_STARTED is queued from this (the request's) thread
             if start_thread:
                 worker.start()
@@ -218,10 +223,11 @@ class RunManager:
         return run, sub
 
     def _prepare(self, run: "LiveRun", req: RunRequest, admitted: admission_rules.Admission,
-                 language: str) -> Tuple[RunWorker, Subscription]:
+                 language: str, history: RunHistory) -> Tuple[RunWorker, Subscription]:
         ctx = self._context(req, admitted.state, language)
         projector = RunProjector(ctx, clock=self.clock)
         recorder = StateRecorder(self.store, req.thread_id, ctx.execution_id, req.run_id)
+        recorder.history, history.projector, run.channel.observe = history, projector, history.observe
         publisher = publisher_for(run.channel, run.profile, language)
         worker = RunWorker(client=self.client, projector=projector, channel=publisher, recorder=recorder,
                            driver=self._driver(req, admitted, ctx), on_end=lambda w: self._ended(run),

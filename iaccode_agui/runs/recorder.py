@@ -7,7 +7,7 @@ at the end of a run are best-effort and only logged.
 """
 import dataclasses
 import logging
-from typing import Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from iaccode_agui.state.model import PendingInterrupt, ThreadState
 from iaccode_agui.state.store import StateError, StateWriteFailed, ThreadStore
@@ -25,6 +25,7 @@ class StateRecorder:
         self.thread_id = thread_id
         self.execution_id = execution_id
         self.run_id = run_id
+        self.history: Any = None    # the run's part of the stored conversation (``runs.history``), if kept
 
     def _update(self, change: Callable[[ThreadState], bool], require_current: bool = True) -> None:
         try:
@@ -87,6 +88,8 @@ class StateRecorder:
             state.record_applied(self.execution_id, interrupt_id, digest)
             return True
         self._update(change)
+        if self.history is not None:
+            self.history.note_answer(interrupt_id)
 
     def update_pipeline(self, sequence: int, open_steps: Iterable[str]) -> None:
         def change(state: ThreadState) -> bool:
@@ -119,8 +122,11 @@ class StateRecorder:
         Written before the terminal event is visible (a client reacting at once must not be told
         THREAD_BUSY), so its journal sync is on the run's close, not on its first byte or first text.  It
         stays a synced write: the thread file is only ever replaced behind a journal record, which is what
-        rebuilds a file that a power cut lost or tore.
+        rebuilds a file that a power cut lost or tore.  The run's part of the stored conversation is saved
+        first, while the run still holds its thread: the next run of the thread reads it complete.
         """
+        if self.history is not None:
+            self.history.save(interrupted=not terminal and not clear_pending)
         def change(state: ThreadState) -> bool:
             changed = False
             if state.active_run is not None and state.active_run.run_id == self.run_id:

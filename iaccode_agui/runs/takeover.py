@@ -28,6 +28,7 @@ from iaccode_agui.projection.run import ProtocolViolation
 from iaccode_agui.projection.states import TaskState
 from iaccode_agui.runs import detached, logformat
 from iaccode_agui.runs.channel import RunChannel, encode_agui_event
+from iaccode_agui.runs.history import RunHistory
 from iaccode_agui.runs.logformat import Record
 from iaccode_agui.runs.profile import publisher_for
 from iaccode_agui.runs.recorder import StateRecorder
@@ -202,6 +203,9 @@ class Takeover:
         projector = AdoptedProjector(ctx, logged, clock=manager.clock)
         projector.usage.restore(usage)        # counted by the dead owner: the run's totals include it
         recorder = StateRecorder(manager.store, req.thread_id, ctx.execution_id, req.run_id)
+        # The conversation goes on from what the log holds; it is saved as the adopted run ends.
+        history = RunHistory.adopted_from(manager.history, manager.settings, req.thread_id, header, logged)
+        recorder.history, history.projector, channel.observe = history, projector, history.observe
 
         def prepare(run: Any) -> None:
             run.profile = manager.profiles.rebuild(header)      # shaped as its owner shaped it

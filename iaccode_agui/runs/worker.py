@@ -116,6 +116,7 @@ class RunWorker:
             self.open()
             if self._open_error is not None:
                 raise self._open_error
+            self._open_history()
             self._driver(self)
         except StopRun:
             pass
@@ -132,6 +133,14 @@ class RunWorker:
             self.channel.close()
             self._run_after_end()
             self._on_end(self)
+
+    def _open_history(self) -> None:
+        """The ``MESSAGES_SNAPSHOT`` the run opens with (read here, off the request thread: the first byte
+        does not wait for the stored conversation)."""
+        history = self.recorder.history
+        snapshot = history.opening() if history is not None else None
+        if snapshot is not None:
+            self.apply([snapshot])
 
     def _run_after_end(self) -> None:
         hook, self._after_end = self._after_end, None

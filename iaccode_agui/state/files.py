@@ -130,6 +130,30 @@ def read_at_most(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def read_regular(path: str, limit: int) -> Optional[bytes]:
+    """The bytes of the regular file at ``path``, None when there is none.
+
+    A symlink is never followed and a FIFO never waited on; a special file or one over ``limit`` bytes is a
+    ``ValueError`` (its reason), any other failure the ``OSError`` itself.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("not a regular file")
+        if info.st_size > limit:
+            raise ValueError("exceeds %d bytes" % limit)
+        data = read_at_most(fd, limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:      # it grew while being read
+        raise ValueError("exceeds %d bytes" % limit)
+    return data
+
+
 def unique_keys(pairs: List[Any]) -> Dict[str, Any]:
     result: Dict[str, Any] = {}
     for key, value in pairs:

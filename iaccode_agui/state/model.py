@@ -5,7 +5,7 @@ exactly is reported as corrupt (``StateCorrupt``) instead of being half-trusted,
 becomes unavailable.  Writing is strict too: the document must never hold a credential, whatever a caller
 put into an interrupt projection, so ``to_document`` scans every key as a last line of defence.
 
-This module is pure: no files, no clocks (timestamps and credential key names are ``state.values``).
+This module is pure: no files, no clocks (timestamps are ``state.values``, credential key names ``credentials``).
 """
 import copy
 import math
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from iaccode_agui.config import DEFAULT_APPLIED_WINDOW
-from iaccode_agui.state.values import SECRET_KEYS, find_secret_keys, iso_utc, parse_iso_utc
+from iaccode_agui.credentials import SECRET_KEYS, find_secret_keys
+from iaccode_agui.state.values import iso_utc, parse_iso_utc
 
 SCHEMA_VERSION = 1
 RUN_KINDS = ("new", "resume")

@@ -1,7 +1,8 @@
 """Removing idle threads from a state directory, safely next to running adapters.
 
-Every thread leaves up to three files (``<stem>.json``, ``.lock``, ``.run``) that the adapter never removes
-on its own, because a lock file must outlive every holder.  A thread is removed only while this process
+Every thread leaves up to three files (``<stem>.json``, ``.lock``, ``.run``) and its stored conversation
+(``<stem>~history.json`` and its ``.lock``) that the adapter never removes on its own, because a lock file
+must outlive every holder; the conversation goes with the thread.  A thread is removed only while this process
 holds both of its locks, so no adapter is inside a read-modify-write or a run of it, and only when nothing
 in it can still be needed: no active or orphaned run (an orphaned one is recovered by the next request),
 no interrupt that can still be answered, no file written within the idle window, and a document that
@@ -17,6 +18,7 @@ import stat
 import time
 from typing import Dict, Iterator, List, Optional, Tuple
 
+from iaccode_agui.state.history import SUFFIX as HISTORY
 from iaccode_agui.state.journal import MentionScan
 from iaccode_agui.state.keys import thread_file_stem
 from iaccode_agui.state.model import StateCorrupt, ThreadState
@@ -58,7 +60,8 @@ def thread_stems(store: ThreadStore) -> List[str]:
         for suffix in SUFFIXES:
             if name.endswith(suffix):
                 stems.add(name[:-len(suffix)])
-    return sorted(stems)
+    # A conversation's files belong to their thread's stem.
+    return sorted({stem[:-len(HISTORY)] if stem.endswith(HISTORY) else stem for stem in stems})
 
 
 def prune(store: ThreadStore, idle_seconds: float, *, dry_run: bool = False,
@@ -80,7 +83,8 @@ def prune_thread(store: ThreadStore, stem: str, idle_seconds: float, now: float,
             return BUSY
         # A journal that still names the thread would restore it after a power loss: its owner has not
         # checkpointed that write yet (it will within seconds), so the thread counts as recently written.
-        if (journals or MentionScan(store.journal_dir)).mentions(stem):
+        scan = journals or MentionScan(store.journal_dir)
+        if scan.mentions(stem) or scan.mentions(stem + HISTORY):
             return RECENT
         verdict = _verdict(store, stem, idle_seconds, now)
         if verdict is None:
@@ -94,6 +98,8 @@ def prune_thread(store: ThreadStore, stem: str, idle_seconds: float, now: float,
 def _both_locks(store: ThreadStore, stem: str) -> Iterator[bool]:
     fds: List[int] = []
     try:
+        # A conversation is written only by its thread's run, under the run lease held here, or by a journal
+        # recovery, which the mention check below covers: its own lock need not be taken (nor created).
         for suffix in (".lock", ".run"):
             fd = store.lock_file(stem + suffix, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if fd is None:
@@ -150,7 +156,9 @@ def _newest_mtime(store: ThreadStore, stem: str) -> float:
 
 def _file_names(stem: str) -> Tuple[str, ...]:
     # The lock files go last: until then a concurrent adapter still waits on the same files.
-    return (stem + ".json", ".%s.json.tmp" % stem, stem + ".run", stem + ".lock")
+    conversation = stem + HISTORY
+    return (stem + ".json", ".%s.json.tmp" % stem, conversation + ".json", ".%s.json.tmp" % conversation,
+            stem + ".run", conversation + ".lock", stem + ".lock")
 
 
 def _remove(store: ThreadStore, stem: str) -> None:

@@ -36,7 +36,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 from iaccode_agui.state import journal_recovery
 from iaccode_agui.state.files import DIR_MODE as _DIR_MODE, FILE_MODE as _FILE_MODE, REPLACE_ATTEMPTS
-from iaccode_agui.state.files import (fsync_dir, make_private_dirs, no_constant, os_reason, read_at_most,
+from iaccode_agui.state.files import (fsync_dir, make_private_dirs, no_constant, os_reason, read_regular,
                                       replace_file, unique_keys)
 from iaccode_agui.state.flocks import close_quietly
 from iaccode_agui.state.journal import DELETE, PUT, Journal
@@ -248,6 +248,14 @@ class ThreadStore:
             finally:
                 os.close(fd)  # closing the descriptor drops the flock
 
+    def put_document(self, stem: str, payload: bytes) -> None:
+        """Durably replace ``<stem>.json`` exactly as a thread's state is written (journal, then file).
+
+        For a document kept beside a thread's state; the caller holds ``thread_locked(stem)`` and puts a
+        ``revision`` one above the file's into ``payload``, which is what orders it in a recovery.
+        """
+        self._write_atomic(stem + ".json", payload)
+
     # -- run leases --
 
     def try_run_lease(self, thread_id: str) -> Optional[RunLease]:
@@ -395,26 +403,14 @@ class ThreadStore:
             raise StateUnavailable("cannot inspect the threads directory: %s" % exc) from exc
         if not stat.S_ISDIR(info.st_mode):
             raise StateUnavailable("the threads directory is not a real directory")
-        path = os.path.join(self.threads_dir, stem + ".json")
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except FileNotFoundError:
-            return None, 0
+            data = read_regular(os.path.join(self.threads_dir, stem + ".json"), MAX_STATE_BYTES)
+        except ValueError as exc:
+            raise StateUnavailable("the thread state is unusable: %s" % exc) from exc
         except OSError as exc:  # ELOOP for a symlink, EACCES, ...
-            raise StateUnavailable("cannot open the thread state: %s" % exc) from exc
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise StateUnavailable("the thread state is not a regular file")
-            if info.st_size > MAX_STATE_BYTES:
-                raise StateUnavailable("the thread state exceeds %d bytes" % MAX_STATE_BYTES)
-            data = read_at_most(fd, MAX_STATE_BYTES + 1)
-        except OSError as exc:
             raise StateUnavailable("cannot read the thread state: %s" % exc) from exc
-        finally:
-            os.close(fd)
-        if len(data) > MAX_STATE_BYTES:
-            raise StateUnavailable("the thread state exceeds %d bytes" % MAX_STATE_BYTES)
+        if data is None:
+            return None, 0
         try:
             document = json.loads(data.decode("utf-8"), object_pairs_hook=unique_keys, parse_constant=no_constant)
             return ThreadState.from_document(document, thread_id), document.get("revision", 0)
