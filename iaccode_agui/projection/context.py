@@ -31,6 +31,7 @@ class RunContext:
     pipeline_sequence: int = 0
     pipeline_open_steps: Tuple[str, ...] = ()
     pipeline_mode: bool = False
+    workspace_created: bool = False     # this run's request created the workspace directory
 
 
 class ProtocolViolation(Exception):
