@@ -67,7 +67,7 @@ def _as_json(value: Any) -> str:
 
 # The keyword that failed -> (its value, the schema holding it) -> the problem.  ``not`` holds only
 # control-character patterns in the request schemas; anything the table lacks is "invalid".
-_PROBLEMS: Dict[str, Callable[[Any, Dict[str, Any]], Problem]] = {
+PROBLEMS: Dict[str, Callable[[Any, Dict[str, Any]], Problem]] = {
     "required": lambda value, schema: (errors.MSG_FIELD_REQUIRED, {}),
     "additionalProperties": lambda value, schema: (errors.MSG_FIELD_UNKNOWN, {}),
     "type": lambda value, schema: wrong_type(_alternatives(value)),
@@ -76,6 +76,7 @@ _PROBLEMS: Dict[str, Callable[[Any, Dict[str, Any]], Problem]] = {
     "minLength": lambda value, schema: (errors.MSG_FIELD_EMPTY if value == 1 else errors.MSG_FIELD_INVALID, {}),
     "maxLength": lambda value, schema: (errors.MSG_FIELD_TOO_LONG, {"limit": value}),
     "minimum": lambda value, schema: (errors.MSG_FIELD_TOO_SMALL, {"limit": value}),
+    "maximum": lambda value, schema: (errors.MSG_FIELD_TOO_BIG, {"limit": value}),
     "not": lambda value, schema: (errors.MSG_FIELD_CONTROL if set(value) == {"pattern"} else errors.MSG_FIELD_INVALID,
                                   {}),
 }
@@ -102,5 +103,5 @@ def schema_problem(error: Any) -> Tuple[List[Any], Problem]:
     key = _offending_key(error)
     if key is not None:
         path.append(key)
-    describe = _PROBLEMS.get(error.validator)
+    describe = PROBLEMS.get(error.validator)
     return path, describe(error.validator_value, error.schema) if describe else (errors.MSG_FIELD_INVALID, {})
