@@ -117,7 +117,8 @@ class AguiApp:
                            converters={"thread_id": ThreadIdConverter})
         self.input_policy = inputs.InputPolicy(default_cwd=settings.default_cwd,
                                                max_image_bytes=settings.max_image_bytes,
-                                               max_images_bytes=settings.max_images_bytes)
+                                               max_images_bytes=settings.max_images_bytes,
+                                               client_tools=settings.client_tools)
         self.agentcore = AgentCoreRoutes(self)
 
     # ---- WSGI entry -------------------------------------------------------------------------
@@ -175,11 +176,19 @@ class AguiApp:
 
     def _access(self, request: Request, status: int, started: float, info: Dict[str, Any]) -> None:
         if access_log.isEnabledFor(logging.INFO):
-            access_log.info(json.dumps({
-                "method": request.method, "path": request.path, "status": status,
-                "thread": info.get("thread"), "run": info.get("run"),
-                "durationMs": round((time.monotonic() - started) * 1000, 1),
-                "outcome": info.get("outcome"), "code": info.get("code")}, ensure_ascii=False))
+            line = {"method": request.method, "path": request.path, "status": status,
+                    "thread": info.get("thread"), "run": info.get("run"),
+                    "durationMs": round((time.monotonic() - started) * 1000, 1),
+                    "outcome": info.get("outcome"), "code": info.get("code")}
+            if info.get("clientToolsIgnored"):
+                line["clientToolsIgnored"] = info["clientToolsIgnored"]
+            access_log.info(json.dumps(line, ensure_ascii=False))
+
+    @staticmethod
+    def note_run_request(info: Dict[str, Any], run_request: inputs.RunRequest) -> None:
+        """What the access log records of an admitted request (both route families)."""
+        info["thread"], info["run"] = run_request.thread_id, run_request.run_id
+        info["clientToolsIgnored"] = run_request.ignored_tools
 
     # ---- helpers ----------------------------------------------------------------------------
     def _authorize(self, request: Request, api_key: bool = False) -> None:
@@ -224,7 +233,7 @@ class AguiApp:
         return value
 
     def _error_response(self, exc: AguiError, language: str) -> Response:
-        body = errors.error_body(exc.code, exc.render(i18n.translate(exc.message, language)))
+        body = errors.error_body(exc.code, exc.render(lambda message: i18n.translate(message, language)), exc.field)
         response = Response(json.dumps(body, ensure_ascii=False), status=exc.status,
                             content_type="application/json; charset=utf-8")
         for name, value in exc.headers.items():
@@ -296,7 +305,7 @@ class AguiApp:
         check_session_header(request.headers, body)
         run_request = inputs.parse_run_request(body, self.settings.allowed_cwds, self.input_policy,
                                                self.settings.max_messages)
-        info["thread"], info["run"] = run_request.thread_id, run_request.run_id
+        self.note_run_request(info, run_request)
         last_event_id = _last_event_id(request)
         self._reserve_stream()
         try:

@@ -23,7 +23,8 @@ from iaccode_agui import __version__, i18n
 from iaccode_agui.allocator import DEFAULT_ARENA_MAX, DEFAULT_RELEASE_RUNS, freeze_startup_objects, limit_arenas
 from iaccode_agui.argtypes import at_least, choice, count, flag_or_env, megabytes, port, positive_seconds, seconds
 from iaccode_agui.cliflags import EVENT_BYTES, HISTORY_BYTES, POSITIVE_COUNT, SPARE_THREADS, build_parser
-from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_FILE_LINK_TTL, DEFAULT_HEARTBEAT, DEFAULT_HOST,
+from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, CLIENT_TOOLS_MODES, DEFAULT_FILE_LINK_TTL,
+                                 DEFAULT_HEARTBEAT, DEFAULT_HOST,
                                  DEFAULT_INTERRUPT_TTL, DEFAULT_MAX_JSON_VALUES, DEFAULT_MAX_JSON_DEPTH,
                                  DEFAULT_MAX_MESSAGES, DEFAULT_PORT,
                                  DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_ID_WINDOW, DEFAULT_RUN_ID_WINDOW_AGE,
@@ -128,6 +129,8 @@ def agentcore_settings(args: argparse.Namespace, env: Mapping[str, str]) -> Dict
                                        POSITIVE_COUNT),
         "max_images_bytes": flag_or_env(args.max_images_bytes, env, "IAC_CODE_AGUI_MAX_IMAGES_BYTES",
                                         MAX_IMAGES_BYTES, POSITIVE_COUNT),
+        "client_tools": flag_or_env(args.client_tools, env, "IAC_CODE_AGUI_CLIENT_TOOLS", "reject",
+                                    choice(*CLIENT_TOOLS_MODES)),
         "max_sse_event_bytes": flag_or_env(args.max_sse_event_bytes, env, "IAC_CODE_AGUI_MAX_SSE_EVENT_BYTES",
                                            MAX_SSE_EVENT_BYTES, EVENT_BYTES),
         "detached_run_timeout": flag_or_env(args.detached_run_timeout, env, "IAC_CODE_AGUI_DETACHED_RUN_TIMEOUT",

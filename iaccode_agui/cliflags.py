@@ -12,7 +12,8 @@ from iaccode_agui import __version__
 from iaccode_agui.allocator import DEFAULT_ARENA_MAX, DEFAULT_RELEASE_RUNS
 from iaccode_agui.argtypes import (OneLineParser, at_least, between, count, megabytes, port, positive_seconds,
                                    program_name, seconds)
-from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, DEFAULT_FILE_LINK_TTL, DEFAULT_HEARTBEAT, DEFAULT_HOST,
+from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, CLIENT_TOOLS_MODES, DEFAULT_FILE_LINK_TTL,
+                                 DEFAULT_HEARTBEAT, DEFAULT_HOST,
                                  DEFAULT_INTERRUPT_TTL, DEFAULT_MAX_JSON_VALUES, DEFAULT_MAX_JSON_DEPTH,
                                  DEFAULT_MAX_MESSAGES, DEFAULT_PORT,
                                  DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_ID_WINDOW, DEFAULT_RUN_ID_WINDOW_AGE,
@@ -75,6 +76,7 @@ ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_HISTORY_MAX_MESSAGES         --history-max-messages
   IAC_CODE_AGUI_HISTORY_MAX_BYTES            --history-max-bytes
   IAC_CODE_AGUI_MESSAGES_SNAPSHOT            --messages-snapshot
+  IAC_CODE_AGUI_CLIENT_TOOLS                 --client-tools
 """ % os.pathsep
 
 
@@ -95,6 +97,9 @@ def add_agentcore_flags(add: Any) -> None:
         help="largest decoded inline image (default %d = 8 MiB)" % MAX_IMAGE_BYTES)
     add("--max-images-bytes", type=POSITIVE_COUNT,
         help="largest total of a message's decoded images (default %d = 10 MiB)" % MAX_IMAGES_BYTES)
+    add("--client-tools", choices=CLIENT_TOOLS_MODES,
+        help="tools a client declares in RunAgentInput.tools: 'reject' answers 400 (default); 'ignore' checks and "
+             "accepts them without giving them to the runtime, which cannot call a client's tool")
     add("--max-sse-event-bytes", type=EVENT_BYTES,
         help="largest SSE event on /ag-ui/agent; longer deltas are split, tool results truncated "
              "(default %d = 1 MiB)" % MAX_SSE_EVENT_BYTES)

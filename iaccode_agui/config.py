@@ -37,6 +37,11 @@ DEFAULT_MAX_MESSAGES = 10000
 # thousand messages with tool calls take about 200,000; a body of nothing but brackets or keys at the
 # size limit holds millions and costs seconds of CPU to parse.
 DEFAULT_MAX_JSON_VALUES = 500000
+# Client tools a request may carry when the server ignores them (--client-tools ignore), and the canonical
+# JSON size of each: far above what a frontend registers, and all of them together fit the request body limit.
+MAX_CLIENT_TOOLS = 128
+MAX_CLIENT_TOOL_BYTES = 64 * 1024
+CLIENT_TOOLS_MODES = ("reject", "ignore")
 DEFAULT_RUN_ID_WINDOW = 64
 DEFAULT_RUN_ID_WINDOW_AGE = 86400.0
 # Accepted interrupt answers of the current execution remembered per thread (besides those of interrupts
@@ -106,6 +111,7 @@ class Settings:
     history_max_messages: int = DEFAULT_HISTORY_MAX_MESSAGES   # per thread; the oldest go first
     history_max_bytes: int = DEFAULT_HISTORY_MAX_BYTES
     messages_snapshot: str = "auto"            # when a run opens with MESSAGES_SNAPSHOT: auto | resume | off
+    client_tools: str = "reject"               # "ignore": a request's client tools are checked and not used
 
     @property
     def largest_request_bytes(self) -> int:
@@ -132,6 +138,8 @@ class Settings:
             raise ValueError("the run id window must keep >= 1 run for > 0 seconds, the answer window >= 1")
         if self.upstream_kind not in ("auto", "iac-code", "generic"):
             raise ValueError("upstream kind must be auto, iac-code or generic")
+        if self.client_tools not in CLIENT_TOOLS_MODES:
+            raise ConfigError("client tools must be reject or ignore, not %r" % (self.client_tools,))
         if self.default_cwd:
             object.__setattr__(self, "default_cwd", check_default_cwd(self.default_cwd, self.allowed_cwds))
         for name in ("agentcore_max_request_bytes", "max_image_bytes", "max_images_bytes"):

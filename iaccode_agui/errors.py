@@ -4,7 +4,7 @@ Codes, statuses and messages are a contract with clients (the same as `iac-code 
 this one table.  English strings double as message ids for the translation catalogs in ``catalogs/``;
 ``i18n.translate`` looks them up per request.  Anything not declared in ``MESSAGES`` is never translated.
 """
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
 # --- messages (English source strings; the catalogs are keyed by them) -------------------------------
 MSG_UNAUTHORIZED = "A valid bearer token is required."
@@ -27,10 +27,6 @@ MSG_INVALID_BODY = "The request body must be a JSON object."
 MSG_INVALID_ENVELOPE = "Invalid AG-UI RunAgentInput envelope."
 MSG_INVALID_PROPS = "Invalid iac-code forwarded properties."
 MSG_TOOLS_UNSUPPORTED = "Client-defined tools are not supported."
-MSG_CWD_NOT_ABSOLUTE = "The workspace path must be absolute."
-MSG_CWD_NOT_ALLOWED = "The workspace path is outside the allowed workspace roots."
-MSG_CWD_NOT_DIRECTORY = "The workspace path exists but is not a directory."
-MSG_CWD_UNUSABLE = "The workspace directory cannot be created or accessed."
 MSG_USER_MESSAGE_REQUIRED = "A new run requires a user message."
 MSG_REMOTE_MEDIA = "Remote media URLs are not supported."
 MSG_UNSUPPORTED_CONTENT = "Only text and inline data images are supported."
@@ -43,6 +39,35 @@ MSG_RESUME_INVALID = "The resume entries are invalid."
 MSG_LAST_EVENT_ID = "The Last-Event-ID header must be a non-negative event id."
 MSG_SUBSCRIBE_IDENTITY = ("threadId, runId and rosInvocationId are required; afterSequence must be a non-negative "
                           "integer.")
+
+# An input refusal names the field and the problem: a head (which document is wrong) takes one problem, and each
+# problem takes the field's name, so a few templates cover every field of every schema.
+MSG_INVALID_ENVELOPE_AT = "Invalid AG-UI RunAgentInput envelope: {problem}"
+MSG_INVALID_PROPS_AT = "Invalid iac-code forwarded properties: {problem}"
+MSG_RESUME_INVALID_AT = "The resume entries are invalid: {problem}"
+PROBLEM_HEADS: Dict[str, str] = {
+    MSG_INVALID_ENVELOPE: MSG_INVALID_ENVELOPE_AT,
+    MSG_INVALID_PROPS: MSG_INVALID_PROPS_AT,
+    MSG_RESUME_INVALID: MSG_RESUME_INVALID_AT,
+}
+MSG_FIELD_REQUIRED = "`{field}` is required."
+MSG_FIELD_UNKNOWN = "`{field}` is not a known field."
+MSG_FIELD_TYPE = "`{field}` must be of JSON type {expected}."
+MSG_FIELD_ONE_OF = "`{field}` must be one of {expected}."
+MSG_FIELD_EQUALS = "`{field}` must be {expected}."
+MSG_FIELD_EMPTY = "`{field}` must not be empty."
+MSG_FIELD_TOO_LONG = "`{field}` must be at most {limit} characters long."
+MSG_FIELD_TOO_SMALL = "`{field}` must be at least {limit}."
+MSG_FIELD_TOO_BIG = "`{field}` must be at most {limit}."
+MSG_FIELD_TOO_MANY = "`{field}` must have at most {limit} items."
+MSG_FIELD_TOO_LARGE = "`{field}` must be at most {limit} of JSON."
+MSG_FIELD_CONTROL = "`{field}` must not contain control characters."
+MSG_FIELD_INVALID = "`{field}` is invalid."
+MSG_CWD_NOT_ABSOLUTE = "`{field}` must be an absolute path."
+MSG_CWD_NOT_ALLOWED = ("`{field}` is outside the allowed workspace roots; the server's IAC_CODE_AGUI_ALLOWED_CWDS "
+                       "setting lists them.")
+MSG_CWD_NOT_DIRECTORY = "`{field}` exists but is not a directory."
+MSG_CWD_UNUSABLE = "`{field}` names a directory that cannot be created or accessed."
 
 MSG_DUPLICATE_RUN_ID = "The AG-UI run id has already been used."
 MSG_THREAD_BUSY = "The AG-UI thread already has an active run."
@@ -69,7 +94,11 @@ MSG_RUNTIME_MISMATCH = ("This thread belongs to another A2A runtime; every proce
 MSG_INCOMPLETE_RESUME = "The resume must resolve every pending interrupt exactly once."
 MSG_DUPLICATE_RESUME_IDS = "The resume contains duplicate interrupt ids."
 MSG_UNKNOWN_INTERRUPT = "The resume references an unknown interrupt."
+MSG_UNKNOWN_INTERRUPT_PENDING = "The resume references an unknown interrupt; the pending interrupts are {pending}."
+MSG_NOTHING_PENDING = ("The AG-UI thread has no pending interrupt to resume; send a new user message without "
+                       "resume instead.")
 MSG_RESUME_PAYLOAD_INVALID = "The interrupt response payload is invalid."
+MSG_RESUME_PAYLOAD_ALLOWED = "The interrupt response payload is invalid: interrupt `{interrupt}` accepts {allowed}."
 MSG_RESUME_PAYLOAD_MISSING = "A resolved interrupt requires a payload."
 MSG_RESUME_ALREADY_APPLIED = "The interrupt response has already been applied."
 MSG_EXECUTION_EXPIRED = "The interrupted execution has expired."
@@ -219,23 +248,40 @@ MESSAGES: Tuple[str, ...] = tuple(
 )
 
 
+class Text(NamedTuple):
+    """A message with its parameters; a parameter that is itself a ``Text`` is translated before it is used."""
+    message: str
+    params: Mapping[str, Any] = {}
+
+
+def render(message: str, params: Mapping[str, Any], translate: Callable[[str], str]) -> str:
+    """``message`` translated, its ``{name}`` placeholders filled (nested ``Text`` parameters translated too)."""
+    translated = translate(message)
+    if not params:
+        return translated
+    return translated.format(**{name: render(value.message, value.params, translate) if isinstance(value, Text)
+                                else value for name, value in params.items()})
+
+
 class AguiError(Exception):
     """An error with a public code; raised anywhere, rendered by the HTTP layer or as RUN_ERROR.
 
     ``message`` is an English source string from this module (so it can be translated) or, for text
     that comes from the A2A runtime, free text that is passed through untouched.
     ``params`` fill the ``{name}`` placeholders of a message after it is translated, so a catalog entry
-    keeps one placeholder per value instead of one entry per value.
+    keeps one placeholder per value instead of one entry per value.  ``field`` is the JSON pointer of the
+    request field a refusal is about, sent to the client beside the message.
     """
 
     def __init__(self, code: str, message: Optional[str] = None, *, headers: Optional[Dict[str, str]] = None,
-                 params: Optional[Dict[str, Any]] = None):
+                 params: Optional[Mapping[str, Any]] = None, field: Optional[str] = None):
         if code not in ERRORS:
             raise ValueError("undeclared error code %r" % code)
         self.code = code
         self.message = message if message is not None else ERRORS[code][1]
         self.headers = dict(headers or {})
         self.params = dict(params or {})
+        self.field = field
         if code in RETRY_AFTER:
             self.headers.setdefault("Retry-After", RETRY_AFTER[code])
         super().__init__("%s: %s" % (code, self.message))
@@ -244,9 +290,9 @@ class AguiError(Exception):
     def status(self) -> int:
         return ERRORS[self.code][0]
 
-    def render(self, translated: str) -> str:
-        """The translated message with its placeholders filled."""
-        return translated.format(**self.params) if self.params else translated
+    def render(self, translate: Callable[[str], str]) -> str:
+        """The message translated by ``translate`` with its placeholders filled."""
+        return render(self.message, self.params, translate)
 
 
 def agentcore_error(exc: AguiError) -> AguiError:
@@ -255,12 +301,13 @@ def agentcore_error(exc: AguiError) -> AguiError:
     code = code or AGENTCORE_CODES.get(exc.code, exc.code)
     if code == exc.code:
         return exc
-    mapped = AguiError(code, AGENTCORE_MESSAGES.get(code, exc.message), headers=exc.headers, params=exc.params)
-    if hasattr(exc, "detail_path"):
-        mapped.detail_path = exc.detail_path  # type: ignore[attr-defined]
-    return mapped
+    return AguiError(code, AGENTCORE_MESSAGES.get(code, exc.message), headers=exc.headers, params=exc.params,
+                     field=exc.field)
 
 
-def error_body(code: str, message: str) -> Dict[str, Dict[str, str]]:
-    """The one JSON shape of every error answered before SSE starts."""
-    return {"error": {"code": code, "message": message}}
+def error_body(code: str, message: str, field: Optional[str] = None) -> Dict[str, Dict[str, str]]:
+    """The one JSON shape of every error answered before SSE starts; ``field`` only when the error names one."""
+    error = {"code": code, "message": message}
+    if field is not None:
+        error["field"] = field
+    return {"error": error}

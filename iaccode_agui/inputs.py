@@ -4,8 +4,8 @@ Every rejection is ``AguiError("INVALID_INPUT", <specific message>)`` so a clien
 rejected request never consumes its ``runId``: the client fixes the body and retries with the same id.
 Structural rules live in the JSON Schema documents under ``schemas/``; what needs a specific message or
 touches the file system (user content, images) is checked here in Python, the workspace path in
-``workspace``.  Schema error text is never exposed because it can echo secrets; only the JSON pointer of
-the failure travels, as ``detail_path``.
+``workspace``.  Schema error text is never exposed because it can echo secrets: ``input_errors`` names the
+field and the problem from the failing keyword, and the field's JSON pointer travels as ``field``.
 """
 import base64
 import binascii
@@ -20,10 +20,11 @@ from jsonschema.exceptions import best_match
 
 from iaccode_agui import errors
 from iaccode_agui.canonical import canonical_json
-from iaccode_agui.config import DEFAULT_MAX_MESSAGES
+from iaccode_agui.config import DEFAULT_MAX_MESSAGES, MAX_CLIENT_TOOL_BYTES, MAX_CLIENT_TOOLS
 from iaccode_agui.errors import AguiError
 from iaccode_agui.i18n import negotiate, normalize_tag
 from iaccode_agui.input_errors import invalid_input as _invalid
+from iaccode_agui.input_errors import missing_or_wrong, schema_problem, wrong_type
 from iaccode_agui.jsoncheck import compile_schema
 from iaccode_agui.workspace import create_cwd, locate_cwd, resolve_cwd  # noqa: F401  (part of this API)
 
@@ -69,6 +70,7 @@ _PROPS = _load_validator("iaccode_props.json")
 _CANCEL = _load_validator("cancel_request.json")
 _SUBSCRIBE = _load_validator("subscribe_request.json")
 _IDENTIFIER = _load_validator("run_agent_input.json", "identifier")
+_CLIENT_TOOLS = _load_validator("run_agent_input.json", "clientTools")
 
 
 # Roles a RunAgentInput history may carry.  ``activity`` and ``reasoning`` entries are display history,
@@ -85,6 +87,7 @@ class InputPolicy:
     agentcore: bool = False             # /ag-ui/agent: forwardedProps may be {} and may carry "agentcore"
     max_image_bytes: int = MAX_IMAGE_BYTES
     max_images_bytes: int = MAX_TOTAL_IMAGE_BYTES
+    client_tools: str = "reject"        # "ignore": client tools are checked, accepted and never sent upstream
 
 
 STRICT = InputPolicy()
@@ -111,6 +114,8 @@ class RunRequest:
     tool_answer: bool = False
     # The ids of the input's messages: a client holding the thread's latest stored one is in sync.
     message_ids: FrozenSet[str] = frozenset()
+    ignored_tools: int = 0              # client tools accepted and not sent upstream (--client-tools ignore)
+    cwd_created: bool = False           # the workspace directory did not exist: this request created it
 
     @property
     def is_resume(self) -> bool:
@@ -130,22 +135,7 @@ class RunRequest:
         return self.props.get("runMode")
 
 
-# --- errors -----------------------------------------------------------------------------------------
-
-def _offending_key(error: Any) -> Optional[str]:
-    """Name the missing or unexpected key, which the schema error's path alone does not show."""
-    instance = error.instance
-    if not isinstance(instance, dict):
-        return None
-    if error.validator == "required":
-        missing = [key for key in error.validator_value if key not in instance]
-        return missing[0] if missing else None
-    if error.validator == "additionalProperties" and error.validator_value is False:
-        known = error.schema.get("properties", {})
-        extra = sorted(key for key in instance if key not in known)
-        return extra[0] if extra else None
-    return None
-
+# --- errors ---------------------------------------------------------------------------------------
 
 def _check(validator: _Validator, instance: Any, message: str, prefix: Sequence[Any] = ()) -> None:
     if validator.accepts(instance):
@@ -153,11 +143,9 @@ def _check(validator: _Validator, instance: Any, message: str, prefix: Sequence[
     error = best_match(validator.full.iter_errors(instance))
     if error is None:
         return
-    path = list(prefix) + list(error.absolute_path)
-    key = _offending_key(error)
-    if key is not None:
-        path.append(key)
-    raise _invalid(message, path)
+    path, problem = schema_problem(error)
+    raise _invalid(message, list(prefix) + path,
+                   problem=problem if message in errors.PROBLEM_HEADS else None)
 
 
 # --- public API -------------------------------------------------------------------------------------
@@ -239,8 +227,7 @@ def parse_run_request(body: Any, allowed_cwds: Sequence[str], policy: InputPolic
     _check(_ENVELOPE, body, errors.MSG_INVALID_ENVELOPE)
     _check_history(body["messages"])
     props = _iac_code_props(body, policy)
-    if body["tools"]:
-        raise _invalid(errors.MSG_TOOLS_UNSUPPORTED, ("tools",))
+    ignored_tools = _client_tools(body["tools"], policy)
     cwd = locate_cwd(props["cwd"], allowed_cwds)
     resume = body.get("resume")
     if resume is not None:
@@ -248,6 +235,7 @@ def parse_run_request(body: Any, allowed_cwds: Sequence[str], policy: InputPolic
     resume = resume or None
     user_message = None if resume is not None else _latest_user_message(body["messages"], policy)
     digest = canonical_digest(body)
+    created = not os.path.lexists(cwd)
     return RunRequest(
         thread_id=body["threadId"],
         run_id=body["runId"],
@@ -259,6 +247,8 @@ def parse_run_request(body: Any, allowed_cwds: Sequence[str], policy: InputPolic
         digest=digest,
         tool_answer=resume is None and bool(body["messages"]) and body["messages"][-1]["role"] == "tool",
         message_ids=frozenset(message["id"] for message in body["messages"]),
+        ignored_tools=ignored_tools,
+        cwd_created=created,
     )
 
 
@@ -286,14 +276,36 @@ def _iac_code_props(body: Dict[str, Any], policy: InputPolicy) -> Dict[str, Any]
     return forwarded["iacCode"]
 
 
+def _client_tools(tools: List[Any], policy: InputPolicy) -> int:
+    """How many client tools are ignored; they are refused unless the server was told to ignore them.
+
+    Ignored tools still have to be AG-UI ``Tool`` objects within the bounds, so a client learns of a broken
+    tool list here rather than from a runtime that will never see it.
+    """
+    if not tools:
+        return 0
+    if policy.client_tools != "ignore":
+        raise _invalid(errors.MSG_TOOLS_UNSUPPORTED, ("tools",))
+    if len(tools) > MAX_CLIENT_TOOLS:
+        raise _invalid(errors.MSG_INVALID_ENVELOPE, ("tools",),
+                       problem=(errors.MSG_FIELD_TOO_MANY, {"limit": MAX_CLIENT_TOOLS}))
+    _check(_CLIENT_TOOLS, tools, errors.MSG_INVALID_ENVELOPE, ("tools",))
+    for index, tool in enumerate(tools):
+        if len(canonical_json(tool).encode("utf-8", "surrogatepass")) > MAX_CLIENT_TOOL_BYTES:
+            raise _invalid(errors.MSG_INVALID_ENVELOPE, ("tools", index),
+                           problem=(errors.MSG_FIELD_TOO_LARGE, {"limit": format_bytes(MAX_CLIENT_TOOL_BYTES)}))
+    return len(tools)
+
+
 def _check_history(messages: List[Any]) -> None:
     """Every message needs a string ``id`` and a known ``role``; content is checked only where it is used."""
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
-            raise _invalid(errors.MSG_INVALID_ENVELOPE, ("messages", index))
+            raise _invalid(errors.MSG_INVALID_ENVELOPE, ("messages", index), problem=wrong_type("object"))
         for key in ("id", "role"):
             if not isinstance(message.get(key), str):
-                raise _invalid(errors.MSG_INVALID_ENVELOPE, ("messages", index, key))
+                raise _invalid(errors.MSG_INVALID_ENVELOPE, ("messages", index, key),
+                               problem=missing_or_wrong(message, key, "string"))
         role = message["role"]
         if role not in MESSAGE_ROLES:
             raise _invalid(errors.MSG_ROLE_UNSUPPORTED, ("messages", index, "role"))
@@ -324,18 +336,19 @@ def _convert_content(content: Any, path: Tuple[Any, ...], policy: InputPolicy = 
             raise _invalid(errors.MSG_USER_MESSAGE_REQUIRED, path)
         return [{"text": content}]
     if not isinstance(content, list):
-        raise _invalid(errors.MSG_INVALID_ENVELOPE, path)
+        raise _invalid(errors.MSG_INVALID_ENVELOPE, path, problem=wrong_type("string | array"))
     parts: List[Dict[str, Any]] = []
     budget = _ImageBudget(policy.max_image_bytes, policy.max_images_bytes)
     for index, part in enumerate(content):
         part_path = path + (index,)
         if not isinstance(part, dict):
-            raise _invalid(errors.MSG_INVALID_ENVELOPE, part_path)
+            raise _invalid(errors.MSG_INVALID_ENVELOPE, part_path, problem=wrong_type("object"))
         kind = part.get("type")
         if kind == "text":
             text = part.get("text")
             if not isinstance(text, str):
-                raise _invalid(errors.MSG_INVALID_ENVELOPE, part_path + ("text",))
+                raise _invalid(errors.MSG_INVALID_ENVELOPE, part_path + ("text",),
+                               problem=missing_or_wrong(part, "text", "string"))
             if text.strip():
                 parts.append({"text": text})
         elif kind == "image":

@@ -82,8 +82,10 @@ def assert_contract(status: int, headers: Dict[str, str], body: bytes, allow_5xx
     if status == 200:
         assert set(payload) == {"executionId", "status"}
         return None
-    assert list(payload) == ["error"] and sorted(payload["error"]) == ["code", "message"], payload
+    assert list(payload) == ["error"] and sorted(set(payload["error"]) - {"field"}) == ["code", "message"], payload
     code, message = payload["error"]["code"], payload["error"]["message"]
+    field = payload["error"].get("field", "")
+    assert isinstance(field, str) and (field == "" or field.startswith("/")), payload
     assert code in ERRORS and ERRORS[code][0] == status, (code, status)
     assert isinstance(message, str) and message.strip()
     return code

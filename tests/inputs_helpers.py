@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from iaccode_agui import errors
 from iaccode_agui.errors import AguiError
 from iaccode_agui.inputs import parse_run_request
 
@@ -63,12 +64,26 @@ def with_content(root, content):
     return make_body(root, messages=[{"id": "m-1", "role": "user", "content": content}])
 
 
+def english(err):
+    """The message a client reading English gets for ``err``."""
+    return err.render(lambda message: message)
+
+
 def expect_invalid(body, roots, message, path=None):
+    """``message`` is the refusal's English message or, for one that names its field and problem, its head
+    (``errors.PROBLEM_HEADS``: the message then starts with the head's sentence) or its problem template."""
     with pytest.raises(AguiError) as info:
         parse_run_request(body, roots)
-    assert info.value.code == "INVALID_INPUT"
-    assert info.value.status == 400
-    assert info.value.message == message
+    err = info.value
+    assert err.code == "INVALID_INPUT"
+    assert err.status == 400
+    if message in errors.PROBLEM_HEADS:
+        assert err.message == errors.PROBLEM_HEADS[message]
+        assert english(err).startswith(message[:-1] + ": "), english(err)
+    elif err.message in errors.PROBLEM_HEADS.values():
+        assert err.params["problem"].message == message, english(err)
+    else:
+        assert err.message == message
     if path is not None:
-        assert info.value.detail_path == path
-    return info.value
+        assert err.field == path
+    return err

@@ -33,7 +33,7 @@ def post(client, payload, headers=None, path="/", content_type="application/json
 def error(response):
     assert response.content_type.startswith("application/json")
     payload = response.get_json()
-    assert set(payload) == {"error"} and set(payload["error"]) == {"code", "message"}
+    assert set(payload) == {"error"} and set(payload["error"]) - {"field"} == {"code", "message"}
     return response.status_code, payload["error"]["code"], payload["error"]["message"]
 
 
@@ -63,8 +63,8 @@ def test_body_limit(client, workspace):
 @pytest.mark.parametrize("changes,message", [
     ({"tools": [{"name": "x"}]}, "Client-defined tools are not supported."),
     ({"messages": []}, "A new run requires a user message."),
-    ({"threadId": ""}, "Invalid AG-UI RunAgentInput envelope."),
-    ({"forwardedProps": {}}, "Invalid iac-code forwarded properties."),
+    ({"threadId": ""}, "Invalid AG-UI RunAgentInput envelope: `threadId` must not be empty."),
+    ({"forwardedProps": {}}, "Invalid iac-code forwarded properties: `forwardedProps.iacCode` is required."),
     ({"messages": [{"id": "m", "role": "user", "content": [
         {"type": "image", "source": {"type": "url", "value": "https://x/y.png", "mimeType": "image/png"}}]}]},
      "Remote media URLs are not supported."),
@@ -76,13 +76,17 @@ def test_invalid_input_messages_are_specific(client, workspace, changes, message
 def test_cwd_outside_roots_translated(client, workspace):
     payload = body(workspace)
     payload["forwardedProps"]["iacCode"]["cwd"] = "/etc"
-    assert error(post(client, payload))[2] == "The workspace path is outside the allowed workspace roots."
+    outside = ("Invalid iac-code forwarded properties: `cwd` is outside the allowed workspace roots; the server's "
+               "IAC_CODE_AGUI_ALLOWED_CWDS setting lists them.")
+    assert error(post(client, payload))[2] == outside
     payload["forwardedProps"]["iacCode"]["preferredLanguage"] = "zh"
     status, code, message = error(post(client, payload))
-    assert (status, code) == (400, "INVALID_INPUT") and message != "The workspace path is outside the allowed workspace roots."
+    assert (status, code) == (400, "INVALID_INPUT") and message.startswith("无效的 iac-code 转发属性：`cwd` ")
+    assert "IAC_CODE_AGUI_ALLOWED_CWDS" in message
     extra = body(workspace)
     extra["forwardedProps"]["iacCode"]["bogus"] = 1
-    assert error(post(client, extra, headers={"Accept-Language": "zh-CN,zh;q=0.9"}))[2] == "无效的 iac-code 转发属性。"
+    assert error(post(client, extra, headers={"Accept-Language": "zh-CN,zh;q=0.9"}))[2] == (
+        "无效的 iac-code 转发属性：`bogus` 不是已知字段。")
 
 
 def test_unknown_route_and_method(client):

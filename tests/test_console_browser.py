@@ -450,7 +450,9 @@ def test_token_is_asked_for_kept_in_the_tab_and_sent_as_a_bearer_header(page, st
 
 def test_language_picker_sends_accept_language(page):
     with open(os.path.join(os.path.dirname(errors.__file__), "catalogs", "fr.json"), encoding="utf-8") as handle:
-        french = json.load(handle)[errors.MSG_CWD_NOT_ABSOLUTE]
+        catalog = json.load(handle)
+    french = catalog[errors.MSG_INVALID_PROPS_AT].format(
+        problem=catalog[errors.MSG_CWD_NOT_ABSOLUTE].format(field="cwd"))
     page.open()
     page.fill("cwd", "relative/path")
     Select(page.find("language")).select_by_value("fr")

@@ -81,7 +81,7 @@ def test_process_locale_language(env, expected):
 def test_translate_known_message():
     assert translate(errors.MSG_INVALID_PROPS, "zh") == "无效的 iac-code 转发属性。"
     assert translate(errors.MSG_INVALID_PROPS, "zh-CN") == "无效的 iac-code 转发属性。"
-    assert translate(errors.MSG_CWD_NOT_ABSOLUTE, "fr") == "Le chemin de l’espace de travail doit être absolu."
+    assert translate(errors.MSG_CWD_NOT_ABSOLUTE, "fr") == "`{field}` doit être un chemin absolu."
 
 
 @pytest.mark.parametrize("message,language", [

@@ -114,7 +114,7 @@ def test_cwd_env_vars_are_not_expanded(root, monkeypatch):
     assert not os.path.exists(os.path.join(root, "s3cret"))
     with pytest.raises(AguiError) as info:
         resolve_cwd("$IACCODE_TEST_SECRET/x", [root])
-    assert info.value.message == errors.MSG_CWD_NOT_ABSOLUTE
+    assert info.value.params["problem"].message == errors.MSG_CWD_NOT_ABSOLUTE
 
 
 def test_cwd_is_normalised(root):

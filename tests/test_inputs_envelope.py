@@ -136,7 +136,7 @@ def test_envelope_error_is_reported_before_props(root):
 def test_schema_text_never_leaks_secrets(root):
     body = with_props(root, llmApiKey=["sk-very-secret"])
     err = expect_invalid(body, [root], errors.MSG_INVALID_PROPS, "/forwardedProps/iacCode/llmApiKey")
-    assert "sk-very-secret" not in str(err) and "sk-very-secret" not in err.detail_path
+    assert "sk-very-secret" not in str(err) and "sk-very-secret" not in err.field
 
 
 # --- forwardedProps -------------------------------------------------------------------------------------
@@ -325,7 +325,7 @@ def test_cancel_request():
 def test_invalid_cancel_request(body, message, path):
     with pytest.raises(AguiError) as info:
         parse_cancel_request(body)
-    assert (info.value.code, info.value.message, info.value.detail_path) == ("INVALID_INPUT", message, path)
+    assert (info.value.code, info.value.message, info.value.field) == ("INVALID_INPUT", message, path)
 
 
 # --- property: nothing but RunRequest or INVALID_INPUT ------------------------------------------------
@@ -380,7 +380,7 @@ def _only_run_or_invalid(body, roots):
         result = parse_run_request(body, roots)
     except AguiError as err:
         assert err.code == "INVALID_INPUT" and err.message in errors.MESSAGES
-        assert isinstance(err.detail_path, str)
+        assert isinstance(err.field, str)
     else:
         assert isinstance(result, RunRequest) and result.digest == canonical_digest(snapshot)
         assert (result.user_message is None) == result.is_resume

@@ -7,9 +7,11 @@ from iaccode_agui.errors import (
     MSG_DUPLICATE_RESUME_IDS,
     MSG_INCOMPLETE_RESUME,
     MSG_RESUME_ALREADY_APPLIED,
+    MSG_RESUME_PAYLOAD_ALLOWED,
     MSG_RESUME_PAYLOAD_INVALID,
     MSG_RESUME_PAYLOAD_MISSING,
-    MSG_UNKNOWN_INTERRUPT,
+    MSG_NOTHING_PENDING,
+    MSG_UNKNOWN_INTERRUPT_PENDING,
     AguiError,
 )
 from iaccode_agui.projection import interrupts as ip
@@ -77,17 +79,17 @@ def test_valid_payloads(value, entry):
 
 
 @pytest.mark.parametrize("value, entry, message", [
-    (PERM_W, resolved("p", {"decision": "yes please"}), MSG_RESUME_PAYLOAD_INVALID),
+    (PERM_W, resolved("p", {"decision": "yes please"}), MSG_RESUME_PAYLOAD_ALLOWED),
     (PERM_W, {"interruptId": "p", "status": "resolved"}, MSG_RESUME_PAYLOAD_MISSING),
     (PERM_W, resolved("p", None), MSG_RESUME_PAYLOAD_MISSING),
-    (Q, resolved("q", {"selectedId": "cn-shanghai"}), MSG_RESUME_PAYLOAD_INVALID),
-    (Q, resolved("q", "Hangzhou"), MSG_RESUME_PAYLOAD_INVALID),
+    (Q, resolved("q", {"selectedId": "cn-shanghai"}), MSG_RESUME_PAYLOAD_ALLOWED),
+    (Q, resolved("q", "Hangzhou"), MSG_RESUME_PAYLOAD_ALLOWED),
     (Q, {"interruptId": "q", "status": "maybe", "payload": {"freeText": "x"}}, MSG_RESUME_PAYLOAD_INVALID),
-    (RES, resolved("r", {"value": ""}), MSG_RESUME_PAYLOAD_INVALID),
-    (DEP, resolved("d", {"action": "reselect"}), MSG_RESUME_PAYLOAD_INVALID),
+    (RES, resolved("r", {"value": ""}), MSG_RESUME_PAYLOAD_ALLOWED),
+    (DEP, resolved("d", {"action": "reselect"}), MSG_RESUME_PAYLOAD_ALLOWED),
     (dict(DEP, options=[{"id": "x", "action": "explode"}]), resolved("d", {"action": "confirm"}),
      MSG_RESUME_PAYLOAD_INVALID),
-    (GEN, resolved("g", {"freeText": ""}), MSG_RESUME_PAYLOAD_INVALID),
+    (GEN, resolved("g", {"freeText": ""}), MSG_RESUME_PAYLOAD_ALLOWED),
 ])
 def test_invalid_payloads(value, entry, message):
     with pytest.raises(AguiError) as caught:
@@ -132,9 +134,46 @@ def test_plan_duplicate_ids():
     raises("INCOMPLETE_RESUME", MSG_DUPLICATE_RESUME_IDS, PENDING, [entry, entry, resolved("ask-call_fake_1", {})])
 
 
-def test_plan_unknown_interrupt():
-    raises("UNKNOWN_INTERRUPT", MSG_UNKNOWN_INTERRUPT, {"perm-8c1e": PERM_B},
-           [resolved("perm-8c1e", {"decision": "deny"}), resolved("nope", {"decision": "deny"})])
+def test_plan_unknown_interrupt_names_the_pending_ids():
+    with pytest.raises(AguiError) as caught:
+        rs.plan_resume(PENDING, [resolved("perm-8c1e", {"decision": "deny"}), resolved("nope", {"decision": "deny"})],
+                       applied_map({}))
+    assert (caught.value.code, caught.value.message) == ("UNKNOWN_INTERRUPT", MSG_UNKNOWN_INTERRUPT_PENDING)
+    assert caught.value.render(str) == ("The resume references an unknown interrupt; the pending interrupts are "
+                                        "`perm-8c1e`, `ask-call_fake_1`.")
+
+
+def test_plan_unknown_interrupt_when_every_pending_one_was_applied_says_nothing_is_pending():
+    raises("UNKNOWN_INTERRUPT", MSG_NOTHING_PENDING, {"perm-8c1e": PERM_B}, [resolved("nope", {"decision": "deny"})],
+           applied={"perm-8c1e": "digest"})
+
+
+def test_unknown_interrupt_lists_at_most_a_bounded_text():
+    pending = {"ask-%03d-%s" % (n, "x" * 40): Q for n in range(50)}
+    with pytest.raises(AguiError) as caught:
+        rs.plan_resume(pending, [resolved("nope", {"freeText": "x"})], applied_map({}))
+    shown = caught.value.params["pending"]
+    assert len(shown) <= rs.MAX_SHOWN + 1 and shown.endswith("…") and shown.startswith("`ask-000-")
+
+
+@pytest.mark.parametrize("value, allowed", [
+    (PERM_W, '{"decision": "allow_once" | "deny"}'),
+    (GEN, '{"freeText": "<text>"}'),
+    (RES, '{"value": "<text>", "label"?: "<text or empty>"} | {"freeText": "<text>"}'),
+])
+def test_invalid_payload_says_what_the_interrupt_accepts(value, allowed):
+    with pytest.raises(AguiError) as caught:
+        rs.validate_payload(value, resolved("i-1", {"nope": 1}))
+    assert caught.value.render(str) == (
+        "The interrupt response payload is invalid: interrupt `i-1` accepts %s." % allowed)
+
+
+def test_allowed_answers_merge_options_and_stay_bounded():
+    options = [{"id": "opt-%d" % n, "label": "Option %d" % n} for n in range(3)]
+    schema = ip.response_schema({"kind": "question", "options": options, "allowFreeText": True})
+    assert rs.allowed_answers(schema) == '{"selectedId": "opt-0" | "opt-1" | "opt-2"} | {"freeText": "<text>"}'
+    many = ip.response_schema({"kind": "question", "options": [{"id": "o" * 30 + str(n)} for n in range(100)]})
+    assert len(rs.allowed_answers(many)) == rs.MAX_SHOWN + 1
 
 
 def test_plan_missing_pending_answer_is_incomplete():

@@ -213,6 +213,11 @@ def _cwd_answer(env: Env, cwd: str, thread: str = "cwd") -> Tuple[int, Optional[
     return status, code, message
 
 
+def _cwd_problem(problem: str) -> str:
+    """The English message of a refused ``cwd``: the forwarded-props head, then the problem with the field."""
+    return errors.MSG_INVALID_PROPS_AT.format(problem=problem.format(field="cwd"))
+
+
 def test_cwd_symlink_escapes_are_refused(contained):
     env, outside = contained
     ws = env.workspace
@@ -241,7 +246,7 @@ def test_cwd_symlink_escapes_are_refused(contained):
     ]
     for cwd, message in cases:
         status, code, text = _cwd_answer(env, cwd)
-        assert (status, code, text) == (400, "INVALID_INPUT", message), cwd
+        assert (status, code, text) == (400, "INVALID_INPUT", _cwd_problem(message)), cwd
     loop_status, loop_code, _ = _cwd_answer(env, os.path.join(ws, "loop"))
     assert (loop_status, loop_code) == (400, "INVALID_INPUT")
     assert os.listdir(outside) == []                          # nothing created through a link
@@ -268,7 +273,7 @@ def test_workspace_swapped_for_a_symlink_later_is_refused(contained):
     assert env.app.manager.wait_idle(5)
     os.rmdir(target)
     os.symlink(outside, target)
-    assert _cwd_answer(env, target, thread="swap") == (400, "INVALID_INPUT", errors.MSG_CWD_NOT_ALLOWED)
+    assert _cwd_answer(env, target, thread="swap") == (400, "INVALID_INPUT", _cwd_problem(errors.MSG_CWD_NOT_ALLOWED))
 
 
 # ---- loopback-only upstream ---------------------------------------------------------------------------------

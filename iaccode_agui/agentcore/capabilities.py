@@ -5,7 +5,7 @@ spelled out; the ``custom.iacCode`` group carries the limits a client needs to s
 """
 from typing import Any, Dict
 
-from iaccode_agui.config import Settings
+from iaccode_agui.config import MAX_CLIENT_TOOL_BYTES, MAX_CLIENT_TOOLS, Settings
 
 
 def capabilities(settings: Settings, *, generic_upstream: bool, draining: bool, prefix: str = "") -> Dict[str, Any]:
@@ -20,7 +20,8 @@ def capabilities(settings: Settings, *, generic_upstream: bool, draining: bool, 
         },
         "transport": {"streaming": True, "websocket": False, "httpBinary": False, "pushNotifications": False,
                       "resumable": True},
-        # The agent calls its own tools; tools declared by the client are refused.
+        # The agent calls its own tools and never a client's: tools a client declares are refused, or, with
+        # --client-tools ignore, accepted and not given to the runtime (``custom.iacCode.clientTools``).
         "tools": {"supported": True, "clientProvided": False},
         "state": {"snapshots": False, "deltas": False},
         "reasoning": {"supported": iac_code, "streaming": iac_code, "encrypted": False},
@@ -44,6 +45,7 @@ def _details(settings: Settings, draining: bool, prefix: str) -> Dict[str, Any]:
                     "maxBytes": settings.history_max_bytes},
         "imageInput": "inline base64 only (PNG, JPEG, GIF, WebP); no remote URLs",
         "attach": {"afterSequence": True, "lastEventId": True},
+        "clientTools": settings.client_tools,
         "serverDefaults": settings.default_cwd is not None,   # forwardedProps may be {} on POST / as well
         "defaultCwd": settings.default_cwd,   # where such a run works: the console starts its workspace field there
         "draining": draining,
@@ -57,6 +59,8 @@ def _details(settings: Settings, draining: bool, prefix: str) -> Dict[str, Any]:
             "maxImageBytes": settings.max_image_bytes,
             "maxImagesBytes": settings.max_images_bytes,
             "maxSseEventBytes": settings.max_sse_event_bytes,
+            "maxClientTools": MAX_CLIENT_TOOLS,
+            "maxClientToolBytes": MAX_CLIENT_TOOL_BYTES,
             "maxActiveRuns": settings.max_active_runs or None,
         },
     }

@@ -32,7 +32,8 @@ class AgentCoreRoutes:
         self.probe = RuntimeProbe(app.client)
         self.policy = inputs.InputPolicy(default_cwd=settings.default_cwd, agentcore=True,
                                          max_image_bytes=settings.max_image_bytes,
-                                         max_images_bytes=settings.max_images_bytes)
+                                         max_images_bytes=settings.max_images_bytes,
+                                         client_tools=settings.client_tools)
         self.links = FileLinks(settings.file_link_ttl, settings.max_file_links) if settings.publish_files else None
         self.manager.profiles.register(PROFILE_NAME, self.rebuild_profile)
 
@@ -67,7 +68,7 @@ class AgentCoreRoutes:
             else:
                 run_request = inputs.parse_run_request(body, self.settings.allowed_cwds, self.policy,
                                                        self.settings.max_messages)
-                info["thread"], info["run"] = run_request.thread_id, run_request.run_id
+                self.app.note_run_request(info, run_request)
                 if self.manager.draining:
                     raise AguiError("RUNTIME_DRAINING", headers={"Retry-After": "5"})
                 self.probe.check()

@@ -34,6 +34,7 @@ class RunContext:
     # Sets this run's text message ids apart from the earlier runs' of the execution, which the runtime's
     # message ids repeat (see ``SpanTracker``): '' for a new turn, a tag of the request for a resume.
     message_scope: str = ""
+    workspace_created: bool = False     # this run's request created the workspace directory
 
 
 class ProtocolViolation(Exception):

@@ -135,8 +135,8 @@ class ResumeMachine:
         self._then = then
         return Emit(outputs)
 
-    def _fail(self, code: str, message: str) -> Command:
-        return self._emit(self.projector.fail(code, message), self._finished)
+    def _fail(self, code: str, message: str, params: Optional[Dict[str, Any]] = None) -> Command:
+        return self._emit(self.projector.fail(code, message, params), self._finished)
 
     def _finished(self) -> Command:
         self.phase = Phase.ENDED
@@ -156,7 +156,8 @@ class ResumeMachine:
             ids = [entry.get("interruptId") for entry in facts.entries]
             if ids and all(i in facts.expired_ids for i in ids):
                 return self._fail("EXECUTION_EXPIRED", errors.MSG_EXECUTION_EXPIRED)
-            return self._fail("EXECUTION_LOST", errors.MSG_TASK_UNAVAILABLE)
+            pending = bool(self.projector.pending)
+            return self._fail("EXECUTION_LOST", errors.MSG_TASK_UNAVAILABLE if pending else errors.MSG_NOTHING_PENDING)
         if facts.session_id and not self.generic:
             return self._ask(Phase.RESTORING, RestoreSession(facts.cwd, facts.session_id, facts.task_id))
         return self._ask(Phase.FETCHING, FetchTask(facts.task_id, self._snapshot_history()))
@@ -312,7 +313,7 @@ class ResumeMachine:
         assert exc is not None
         if self.recovered and exc.code == "RESUME_ALREADY_APPLIED" and self._replays_applied():
             return self._continue_recovered()
-        return self._fail(exc.code, exc.message)
+        return self._fail(exc.code, exc.message, exc.params)
 
     def _prepare(self, plan: ResumePlan) -> None:
         sideband_ids = {key for key, item in self.projector.pending.items() if item.sideband}

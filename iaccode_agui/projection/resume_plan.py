@@ -16,6 +16,46 @@ from iaccode_agui.projection.answers import CANCELLED, RESOLVED
 from iaccode_agui.projection.interrupts import PERMISSION_KIND, response_schema
 
 _CANCELLED_PERMISSION_PAYLOAD = {"decision": "deny"}
+MAX_SHOWN = 400     # characters of the ids or answer shapes an error message lists before it is cut
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "…"
+
+
+def _value_shape(schema: Dict[str, Any]) -> str:
+    if "const" in schema:
+        return json.dumps(schema["const"], ensure_ascii=False)
+    if "enum" in schema:
+        return " | ".join(json.dumps(value, ensure_ascii=False) for value in schema["enum"])
+    if schema.get("type") == "string":
+        return '"<text>"' if schema.get("minLength") else '"<text or empty>"'
+    return "{…}" if schema.get("type") == "object" else "<any>"
+
+
+def allowed_answers(schema: Dict[str, Any]) -> str:
+    """The payloads a response schema accepts, one ``{"key": values}`` shape per branch (``?`` marks an
+    optional key); branches that differ only in a constant are merged, and the text is cut at ``MAX_SHOWN``."""
+    shapes: Dict[Tuple[Tuple[str, bool], ...], List[List[str]]] = {}
+    for branch in schema.get("oneOf", [schema]):
+        properties, required = branch.get("properties", {}), branch.get("required", [])
+        keys = tuple((key, key in required) for key in properties)
+        values = [_value_shape(properties[key]) for key, _ in keys]
+        shapes.setdefault(keys, [[] for _ in keys])
+        for seen, value in zip(shapes[keys], values):
+            if value not in seen:
+                seen.append(value)
+    texts = ["{%s}" % ", ".join('"%s"%s: %s' % (key, "" if needed else "?", " | ".join(values))
+                                for (key, needed), values in zip(keys, merged))
+             for keys, merged in shapes.items()]
+    return _cut(" | ".join(texts))
+
+
+def _invalid_payload(entry: Dict[str, Any], schema: Optional[Dict[str, Any]]) -> AguiError:
+    if schema is None:
+        return AguiError("RESUME_PAYLOAD_INVALID", errors.MSG_RESUME_PAYLOAD_INVALID)
+    return AguiError("RESUME_PAYLOAD_INVALID", errors.MSG_RESUME_PAYLOAD_ALLOWED,
+                     params={"interrupt": _cut(str(entry.get("interruptId"))), "allowed": allowed_answers(schema)})
 
 
 def resume_digest(entry: Dict[str, Any]) -> str:
@@ -46,7 +86,7 @@ def validate_payload(value: Dict[str, Any], entry: Dict[str, Any]) -> None:
         raise AguiError("RESUME_PAYLOAD_INVALID", errors.MSG_RESUME_PAYLOAD_INVALID)
     schema = response_schema(value)
     if schema is None or not _validator(canonical_json(schema)).is_valid(payload):
-        raise AguiError("RESUME_PAYLOAD_INVALID", errors.MSG_RESUME_PAYLOAD_INVALID)
+        raise _invalid_payload(entry, schema)
 
 
 @dataclass(frozen=True)
@@ -84,7 +124,10 @@ def _replayed(supplied: Dict[str, Dict[str, Any]], open_ids: List[str],
             continue
         digest = applied(interrupt_id)
         if digest is None:
-            raise AguiError("UNKNOWN_INTERRUPT", errors.MSG_UNKNOWN_INTERRUPT)
+            if not open_ids:
+                raise AguiError("UNKNOWN_INTERRUPT", errors.MSG_NOTHING_PENDING)
+            raise AguiError("UNKNOWN_INTERRUPT", errors.MSG_UNKNOWN_INTERRUPT_PENDING,
+                            params={"pending": _cut(", ".join("`%s`" % pending for pending in open_ids))})
         if digest != resume_digest(entry):
             raise AguiError("RESUME_ALREADY_APPLIED", errors.MSG_RESUME_ALREADY_APPLIED)
         skipped.append(interrupt_id)

@@ -13,7 +13,7 @@ state and lives in ``projection.content``.
 """
 import dataclasses
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from iaccode_agui import errors
 from iaccode_agui.a2a import dialect
@@ -307,10 +307,12 @@ class RunProjector:
         if self.session_notice is not SessionNotice.DUE or not self.task_id or not self.session_id:
             return []
         self.session_notice = SessionNotice.SENT
-        return [ev.custom(ev.SESSION_EVENT, {
-            "schemaVersion": 1, "threadId": self.ctx.thread_id, "aguiRunId": self.ctx.run_id,
-            "executionId": self.ctx.execution_id, "contextId": self.ctx.context_id, "taskId": self.task_id,
-            "rosInvocationId": self.ctx.ros_invocation_id, "sessionId": self.session_id})]
+        value = {"schemaVersion": 1, "threadId": self.ctx.thread_id, "aguiRunId": self.ctx.run_id,
+                 "executionId": self.ctx.execution_id, "contextId": self.ctx.context_id, "taskId": self.task_id,
+                 "rosInvocationId": self.ctx.ros_invocation_id, "sessionId": self.session_id}
+        if self.ctx.workspace_created:
+            value["workspaceCreated"] = True     # a mistyped cwd shows up here, not as a silent new directory
+        return [ev.custom(ev.SESSION_EVENT, value)]
 
     def _status_text(self, kind: str, obj: Dict[str, Any], status: Dict[str, Any], iac: Dict[str, Any],
                      history_text: bool) -> List[Output]:
@@ -430,10 +432,10 @@ class RunProjector:
         return self._terminal(EndRun(Outcome.SUCCESS),
                               ev.run_finished_success(self.ctx.thread_id, self.ctx.run_id, self.usage.summary()))
 
-    def fail(self, code: str, message: str) -> List[Output]:
+    def fail(self, code: str, message: str, params: Optional[Mapping[str, Any]] = None) -> List[Output]:
         if self.done:
             return []
-        return self._terminal(EndRun(Outcome.ERROR, code), self._error_event(code, message))
+        return self._terminal(EndRun(Outcome.ERROR, code), self._error_event(code, message, params))
 
     def abort(self, code: str, message: str, keep_pending: bool = False) -> List[Output]:
         """End the run with an error even after an interrupt was prepared but not announced."""
@@ -442,10 +444,10 @@ class RunProjector:
         return self._terminal(EndRun(Outcome.ERROR, code), self._error_event(code, message),
                               announce_session=False)
 
-    def _error_event(self, code: str, message: str) -> Event:
+    def _error_event(self, code: str, message: str, params: Optional[Mapping[str, Any]] = None) -> Event:
         from iaccode_agui.i18n import translate
-        return ev.run_error(self.ctx.thread_id, self.ctx.run_id, code, translate(message, self.ctx.language),
-                            self.usage.summary())
+        text = errors.render(message, params or {}, lambda source: translate(source, self.ctx.language))
+        return ev.run_error(self.ctx.thread_id, self.ctx.run_id, code, text, self.usage.summary())
 
     def _terminal(self, end: EndRun, event: Event, announce_session: bool = True) -> List[Output]:
         """Session event (once), balanced spans, persisted progress, the end effect, then the event."""

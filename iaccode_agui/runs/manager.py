@@ -403,7 +403,7 @@ class RunManager:
             text_digests=frozenset(execution.text_snapshot_digests), resume=req.is_resume,
             interrupt_ttl=self.settings.interrupt_ttl, generic=self.upstream_is_generic(),
             pipeline_sequence=execution.pipeline_sequence, pipeline_open_steps=tuple(execution.pipeline_open_steps),
-            pipeline_mode=pipeline_mode(req.run_mode, execution),
+            pipeline_mode=pipeline_mode(req.run_mode, execution), workspace_created=req.cwd_created,
             message_scope=message_scope(req.is_resume, req.digest))
 
     def _cancel_quietly(self, task_id: str, thread_id: str) -> None:

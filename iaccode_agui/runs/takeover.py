@@ -51,6 +51,7 @@ class AdoptedRequest:
     is_resume: bool
     run_mode: str
     parent_run_id: Optional[str] = None
+    cwd_created: bool = False       # the dead owner's request did that, and announced it if it could
 
 
 def _logged_usage(records: List[Record]) -> Any:
