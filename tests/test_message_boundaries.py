@@ -14,14 +14,15 @@ import pytest
 from iaccode_agui.demo.scenarios import Write
 from tests.agentcore_helpers import ac_body, ac_post, ac_stream, attach_body
 from tests.agui_checker import conversation, parse_sse, rebuild_messages
-from tests.test_agentcore_httpagent import NODE_DIR, ag_ui_client_dir  # noqa: F401  (a fixture)
+from tests.node_packages import NODE_DIR, node_env
+from tests.test_agentcore_httpagent import ag_ui_client_modules  # noqa: F401  (a fixture)
 
 READ_TEXT = "Let me read README.md."
 READ_REPLY = "README.md starts with the heading 'Demo workspace'."
 
 
-def _official_messages(client_dir: str, config: Dict[str, Any]) -> Dict[str, List[Dict[str, Any]]]:
-    env = dict(os.environ, NODE_PATH=os.path.join(client_dir, "node_modules"), SUPPRESS_TRANSFORMATION_WARNINGS="true")
+def _official_messages(modules: str, config: Dict[str, Any]) -> Dict[str, List[Dict[str, Any]]]:
+    env = node_env(modules)
     done = subprocess.run(["node", os.path.join(NODE_DIR, "messages_check.cjs"), json.dumps(config)],
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
@@ -39,11 +40,11 @@ def _in_order(turns: List[Tuple[str, str, Tuple[str, ...]]]) -> None:
 
 
 @pytest.mark.parametrize("route", ["", "ag-ui/agent"])
-def test_the_official_client_rebuilds_each_conversation_in_order(ag_ui_client_dir, adapter_factory,  # noqa: F811
+def test_the_official_client_rebuilds_each_conversation_in_order(ag_ui_client_modules, adapter_factory,  # noqa: F811
                                                                  workspace, route):
     adapter = adapter_factory(default_cwd=workspace)
     iac = {"schemaVersion": 1, "rosInvocationId": "inv-mb", "cwd": workspace}
-    report = _official_messages(ag_ui_client_dir, {
+    report = _official_messages(ag_ui_client_modules, {
         "url": adapter.url + route, "headers": {}, "thread": "mb",
         "forwardedProps": {"iacCode": iac} if not route else {},
         "pipelineProps": {"iacCode": dict(iac, runMode="pipeline", pipelineName="selling")}})
