@@ -25,6 +25,7 @@ __all__ = [
     "A2AClient",
     "A2AStream",
     "body_reader",
+    "unreachable",
 ]
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
@@ -48,6 +49,11 @@ def _status_error(resp: requests.Response, what: str) -> A2AUnavailable:
     if resp.status_code == 401:
         return A2AUnavailable("%s: the A2A runtime answered HTTP 401 unauthorized (check the token)" % what)
     return A2AUnavailable("%s: the A2A runtime answered HTTP %d" % (what, resp.status_code))
+
+
+def unreachable(exc: BaseException) -> bool:
+    """The call got no HTTP answer at all (refused, timed out, cut off), as opposed to an answer we refuse."""
+    return isinstance(exc.__cause__, requests.RequestException)
 
 
 class A2AClient:

@@ -102,6 +102,9 @@ class Execution:
     pending: Dict[str, PendingInterrupt] = field(default_factory=dict)
     # Interrupts cleared because they expired: a late resume of them is told EXECUTION_EXPIRED.
     expired_interrupt_ids: List[str] = field(default_factory=list)
+    # The run mode the client chose when the execution started (None: the runtime chose); a resume
+    # continues the execution, so this (and the pipeline progress above) decides its pipeline catch-up.
+    run_mode: Optional[str] = None
 
     def expire_interrupts(self, now: float) -> bool:
         """The one expiry rule: a single expired interrupt expires every pending one of the execution.
@@ -263,6 +266,8 @@ class ThreadState:
         }
         if self.runtime is not None:
             doc["runtime"] = self.runtime
+        if ex.run_mode is not None:     # absent from documents written before it was kept
+            doc["execution"]["runMode"] = ex.run_mode
         found = find_secret_keys(doc)
         if found:
             raise ValueError("thread state must not contain credentials (keys: %s)" % ", ".join(sorted(found)))
@@ -342,6 +347,7 @@ _EXECUTION_KEYS = (
     "executionId", "rosInvocationId", "taskId", "pipelineSequence", "pipelineOpenSteps",
     "textSnapshotDigests", "pending", "expiredInterruptIds",
 )
+RUN_MODES = ("normal", "pipeline")
 _PENDING_KEYS = ("value", "sideband", "expiresAt", "answerDigest")
 _APPLIED_KEYS = ("executionId", "interruptId", "digest")
 _ACTIVE_RUN_KEYS = ("runId", "owner", "startedAt", "kind")
@@ -409,7 +415,9 @@ def _digest(value: Any, where: str) -> str:
 
 
 def _execution(value: Any) -> Execution:
-    ex = _object(value, "execution", _EXECUTION_KEYS)
+    ex = _object(value, "execution", _EXECUTION_KEYS, ("runMode",))
+    run_mode = ex.get("runMode")
+    _require(run_mode is None or run_mode in RUN_MODES, "execution.runMode must be one of " + "/".join(RUN_MODES))
     cursor = ex["pipelineSequence"]
     _require(type(cursor) is int and cursor >= 0, "execution.pipelineSequence must be a non-negative integer")
     digests = _string_list(ex["textSnapshotDigests"], "execution.textSnapshotDigests")
@@ -424,6 +432,7 @@ def _execution(value: Any) -> Execution:
         text_snapshot_digests=sorted(set(digests)),
         pending=_pending_map(ex["pending"]),
         expired_interrupt_ids=sorted(set(_string_list(ex["expiredInterruptIds"], "execution.expiredInterruptIds"))),
+        run_mode=run_mode,
     )
 
 
