@@ -102,9 +102,7 @@ class Execution:
     pending: Dict[str, PendingInterrupt] = field(default_factory=dict)
     # Interrupts cleared because they expired: a late resume of them is told EXECUTION_EXPIRED.
     expired_interrupt_ids: List[str] = field(default_factory=list)
-    # The run mode the client chose when the execution started (None: the runtime chose); a resume
-    # continues the execution, so this (and the pipeline progress above) decides its pipeline catch-up.
-    run_mode: Optional[str] = None
+    run_mode: Optional[str] = None   # chosen when the execution started (None: the runtime chose)
 
     def expire_interrupts(self, now: float) -> bool:
         """The one expiry rule: a single expired interrupt expires every pending one of the execution.
@@ -255,14 +253,9 @@ class ThreadState:
                                if key in self.run_digests},
             "terminalExecutionTimes": {key: value for key, value in self.terminal_times.items()
                                        if key in self.terminal_execution_ids},
-            "activeRun": None
-            if self.active_run is None
-            else {
-                "runId": self.active_run.run_id,
-                "owner": self.active_run.owner,
-                "startedAt": self.active_run.started_at,
-                "kind": self.active_run.kind,
-            },
+            "activeRun": None if self.active_run is None else {
+                "runId": self.active_run.run_id, "owner": self.active_run.owner,
+                "startedAt": self.active_run.started_at, "kind": self.active_run.kind},
         }
         if self.runtime is not None:
             doc["runtime"] = self.runtime
@@ -347,7 +340,6 @@ _EXECUTION_KEYS = (
     "executionId", "rosInvocationId", "taskId", "pipelineSequence", "pipelineOpenSteps",
     "textSnapshotDigests", "pending", "expiredInterruptIds",
 )
-RUN_MODES = ("normal", "pipeline")
 _PENDING_KEYS = ("value", "sideband", "expiresAt", "answerDigest")
 _APPLIED_KEYS = ("executionId", "interruptId", "digest")
 _ACTIVE_RUN_KEYS = ("runId", "owner", "startedAt", "kind")
@@ -416,8 +408,7 @@ def _digest(value: Any, where: str) -> str:
 
 def _execution(value: Any) -> Execution:
     ex = _object(value, "execution", _EXECUTION_KEYS, ("runMode",))
-    run_mode = ex.get("runMode")
-    _require(run_mode is None or run_mode in RUN_MODES, "execution.runMode must be one of " + "/".join(RUN_MODES))
+    _require(ex.get("runMode") in (None, "normal", "pipeline"), "execution.runMode must be normal or pipeline")
     cursor = ex["pipelineSequence"]
     _require(type(cursor) is int and cursor >= 0, "execution.pipelineSequence must be a non-negative integer")
     digests = _string_list(ex["textSnapshotDigests"], "execution.textSnapshotDigests")
@@ -432,7 +423,7 @@ def _execution(value: Any) -> Execution:
         text_snapshot_digests=sorted(set(digests)),
         pending=_pending_map(ex["pending"]),
         expired_interrupt_ids=sorted(set(_string_list(ex["expiredInterruptIds"], "execution.expiredInterruptIds"))),
-        run_mode=run_mode,
+        run_mode=ex.get("runMode"),
     )
 
 
