@@ -65,10 +65,12 @@ class UpstreamKind:
             card: Optional[Dict[str, Any]] = self.client.agent_card()
         except A2AError as exc:
             if unreachable(exc):
-                log.info("agent card unavailable (%s); assuming the iac-code dialect until the runtime answers", exc)
+                log.debug("agent card unavailable (%s); assuming the iac-code dialect until the runtime answers", exc)
                 return False
-            log.info("the runtime answered without an agent card (%s): it is taken for iac-code", exc)
+            log.debug("the runtime answered without an agent card (%s): it is taken for iac-code", exc)
             card = None
         self._generic = card is not None and card_is_generic(card)
-        log.info("upstream agent is %s", "a generic A2A agent" if self._generic else "iac-code")
+        # Only the exception is said at INFO: the start-up output stays as it was for the runtime it expects.
+        log.log(logging.INFO if self._generic else logging.DEBUG, "upstream agent is %s",
+                "a generic A2A agent" if self._generic else "iac-code")
         return True
