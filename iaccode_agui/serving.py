@@ -17,10 +17,10 @@ from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer, create_server
-from waitress.task import ThreadedTaskDispatcher
 
 from iaccode_agui import i18n
 from iaccode_agui.config import DEFAULT_STREAM_BUFFER_BYTES
+from iaccode_agui.dispatch import NewestFirstPool
 from iaccode_agui.strict_http import accept_many, close_slow_heads, close_stalled, strict_channel
 
 log = logging.getLogger("iaccode_agui.serving")
@@ -117,8 +117,11 @@ class ServerThread:
         self.connection_limit = limit
         # The loop runs over a map of our own, so that it can be run in slices and closed from its thread.
         self.socket_map: Dict[int, Any] = {}
-        self.server = create_server(app, map=self.socket_map, host=host, port=port, threads=threads,
+        self.server = create_server(app, map=self.socket_map, host=host, port=port, threads=1,
                                     connection_limit=limit, **adjustments)
+        # Every request goes to a pool of ours (``route_task``): waitress's own serves nothing.
+        self.server.task_dispatcher.set_thread_count(0)  # type: ignore[attr-defined]
+        self.workers = NewestFirstPool(threads)
         if send_buffer:
             # Set on every accepted connection.  The kernel doubles the value it is given (its own
             # bookkeeping), so half of it lands on about ``send_buffer``.  The option is a C int (and the
@@ -126,8 +129,7 @@ class ServerThread:
             # listening socket.
             option = (socket.SOL_SOCKET, socket.SO_SNDBUF, min(max(4096, send_buffer // 2), 2 ** 31 - 1))
             self.server.adj.socket_options = list(Adjustments.socket_options) + [option]  # type: ignore[attr-defined]
-        self.control = ThreadedTaskDispatcher()
-        self.control.set_thread_count(CONTROL_THREADS)
+        self.control = NewestFirstPool(CONTROL_THREADS, "waitress-control")
         settings = getattr(app, "settings", None)
         # About two heartbeats: a reading client receives at least one write in that time.
         self.stall_timeout = stall_timeout or 2 * float(getattr(settings, "heartbeat_interval", 15.0))
@@ -141,7 +143,7 @@ class ServerThread:
                 dispatcher.handle_accept = functools.partial(  # type: ignore[method-assign]
                     accept_many, dispatcher, dispatcher.handle_accept, self.socket_map)
                 dispatcher.add_task = functools.partial(  # type: ignore[method-assign]
-                    route_task, dispatcher.task_dispatcher, self.control)
+                    route_task, self.workers, self.control)
         self.host = str(self.server.effective_host)  # type: ignore[attr-defined]
         self.port = int(self.server.effective_port)  # type: ignore[attr-defined]
         shown = "[%s]" % self.host if ":" in self.host else self.host
@@ -168,7 +170,7 @@ class ServerThread:
             # Worker threads first: one still finishing a response pulls the trigger pipe, which the
             # server's close() closes (EBADF, or a byte into a descriptor reused meanwhile).
             try:
-                self.server.task_dispatcher.shutdown(timeout=2)  # type: ignore[attr-defined]
+                self.workers.shutdown(timeout=2)
                 self.control.shutdown(timeout=2)
             finally:
                 _close_connections(server_map)   # while the wake-up pipe is open, though none pulls it then
