@@ -27,7 +27,7 @@ from iaccode_agui.metrics import Level, Metrics
 from iaccode_agui.projection.events import PROTOCOL_VERSION
 from iaccode_agui.readiness import Readiness, probe_client, ready_response
 from iaccode_agui.runs.manager import RunManager
-from iaccode_agui.runs.stream import SSEBody, client_disconnect_probe, idle_writer
+from iaccode_agui.runs.stream import SSEBody, client_disconnect_probe
 from iaccode_agui.state.store import StateError, ThreadStore
 
 log = logging.getLogger("iaccode_agui.app")
@@ -393,7 +393,7 @@ class AguiApp:
                        client_gone=sub.gone, on_close=on_close,
                        on_heartbeat=self._heartbeats.bump,
                        after_first_write=run.worker.start_or_fail if run.worker is not None else None,
-                       headers=list(headers), write_idle=idle_writer(request.environ))
+                       headers=list(headers))
 
 
 def _last_event_id(request: Request) -> Optional[int]:

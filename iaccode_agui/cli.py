@@ -20,14 +20,14 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from iaccode_agui import __version__, i18n
-from iaccode_agui.allocator import DEFAULT_ARENA_MAX, DEFAULT_RELEASE_RUNS, freeze_startup_objects, limit_arenas
 from iaccode_agui.argtypes import at_least, choice, count, flag_or_env, megabytes, port, positive_seconds, seconds
 from iaccode_agui.cliflags import EVENT_BYTES, HISTORY_BYTES, POSITIVE_COUNT, SPARE_THREADS, build_parser
 from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, CLIENT_TOOLS_MODES, DEFAULT_FILE_LINK_TTL,
                                  DEFAULT_HEARTBEAT, DEFAULT_HOST,
                                  DEFAULT_INTERRUPT_TTL, DEFAULT_MAX_JSON_VALUES, DEFAULT_MAX_JSON_DEPTH,
                                  DEFAULT_MAX_MESSAGES, DEFAULT_PORT,
-                                 DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_ID_WINDOW, DEFAULT_RUN_ID_WINDOW_AGE,
+                                 DEFAULT_RELEASE_RUNS, DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_ID_WINDOW,
+                                 DEFAULT_RUN_ID_WINDOW_AGE,
                                  DEFAULT_APPLIED_WINDOW, DEFAULT_STREAM_BUFFER_BYTES, MIN_STREAM_BUFFER_BYTES,
                                  DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL, DEFAULT_SPARE_RUN_THREAD_IDLE,
                                  DEFAULT_SPARE_RUN_THREADS, DEFAULT_TAKEOVER_GRACE, MAX_FILE_LINKS,
@@ -232,12 +232,6 @@ def child_startup_timeout(args: argparse.Namespace, env: Mapping[str, str]) -> f
                        positive_seconds)
 
 
-def limit_malloc_arenas(args: argparse.Namespace, env: Mapping[str, str]) -> None:
-    """The server's own malloc arena cap, set before its threads start (glibc's MALLOC_ARENA_MAX wins)."""
-    default = 0 if env.get("MALLOC_ARENA_MAX") else DEFAULT_ARENA_MAX
-    limit_arenas(flag_or_env(args.malloc_arena_max, env, "IAC_CODE_AGUI_MALLOC_ARENA_MAX", default, count))
-
-
 def configure_logging(debug: bool, to_stdout: bool) -> None:
     handler = logging.StreamHandler(sys.stdout if to_stdout else sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -257,7 +251,6 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] 
     configure_logging(args.debug, args.log_stdout)
     from iaccode_agui.upstream import choose_upstream
     try:
-        limit_malloc_arenas(args, env)
         host, port_number = listen_address(args, env)
         refusal, warnings = capacity_problems(args.threads, run_cap(args))
         if refusal:
@@ -311,9 +304,6 @@ def serve(settings: Settings, host: str, port: int, args: argparse.Namespace, up
           warnings: Sequence[str] = ()) -> int:
     from iaccode_agui.app import AguiApp
 
-    # Frozen before the app exists: building it starts the take-over scan, and a run adopted meanwhile must
-    # not land in the permanent generation (its objects would never be freed after it ends).
-    freeze_startup_objects()
     app = AguiApp(settings)
     try:
         server = start_server(app, host, port, args.threads, settings,

@@ -9,14 +9,14 @@ import os
 from typing import Any
 
 from iaccode_agui import __version__
-from iaccode_agui.allocator import DEFAULT_ARENA_MAX, DEFAULT_RELEASE_RUNS
-from iaccode_agui.argtypes import (OneLineParser, at_least, between, count, megabytes, port, positive_seconds,
-                                   program_name, seconds)
+from iaccode_agui.argtypes import (OneLineParser, at_least, between, count, megabytes, port, positive_seconds, program_name,
+                                   seconds)
 from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, CLIENT_TOOLS_MODES, DEFAULT_FILE_LINK_TTL,
                                  DEFAULT_HEARTBEAT, DEFAULT_HOST,
                                  DEFAULT_INTERRUPT_TTL, DEFAULT_MAX_JSON_VALUES, DEFAULT_MAX_JSON_DEPTH,
                                  DEFAULT_MAX_MESSAGES, DEFAULT_PORT,
-                                 DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_ID_WINDOW, DEFAULT_RUN_ID_WINDOW_AGE,
+                                 DEFAULT_RELEASE_RUNS, DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_ID_WINDOW,
+                                 DEFAULT_RUN_ID_WINDOW_AGE,
                                  DEFAULT_APPLIED_WINDOW, DEFAULT_STREAM_BUFFER_BYTES, MIN_STREAM_BUFFER_BYTES,
                                  DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL, DEFAULT_SPARE_RUN_THREAD_IDLE,
                                  DEFAULT_SPARE_RUN_THREADS, DEFAULT_TAKEOVER_GRACE, MAX_FILE_LINKS, MAX_IMAGE_BYTES,
@@ -48,7 +48,6 @@ ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_RUN_LOG_MAX_MB  --run-log-max-mb
   IAC_CODE_AGUI_REPLAY_MEMORY_MB --replay-memory-mb
   IAC_CODE_AGUI_MEMORY_RELEASE_RUNS --memory-release-runs
-  IAC_CODE_AGUI_MALLOC_ARENA_MAX --malloc-arena-max (MALLOC_ARENA_MAX, when set, wins over the default)
   IAC_CODE_AGUI_SPARE_RUN_THREADS --spare-run-threads
   IAC_CODE_AGUI_SPARE_RUN_THREAD_IDLE --spare-run-thread-idle
   IAC_CODE_AGUI_CONSOLE         0/false/off disables the web console (as --no-console)
@@ -192,11 +191,8 @@ def add_kept_flags(add: Any) -> None:
     add("--replay-memory-mb", type=megabytes,
         help="MB of replay frames kept in memory across all runs (default %.0f)" % DEFAULT_REPLAY_MEMORY_MB)
     add("--memory-release-runs", type=count,
-        help="while runs keep coming, collect and trim freed memory every N ended runs; it also happens "
-             "whenever the last run ends (default %d; 0 = leave it to Python and malloc)" % DEFAULT_RELEASE_RUNS)
-    add("--malloc-arena-max", type=count,
-        help="glibc malloc arenas of this server process (default %d; 0 = glibc's eight per core; "
-             "no effect with other C libraries)" % DEFAULT_ARENA_MAX)
+        help="while runs keep coming, collect the cycles ended runs leave every N ended runs; it also "
+             "happens whenever the last run ends (default %d; 0 = leave it to Python)" % DEFAULT_RELEASE_RUNS)
     add("--spare-run-threads", type=count,
         help="threads of ended runs kept waiting to drive the next runs, which then start without creating "
              "a thread (default %d; 0 = a new thread for every run)" % DEFAULT_SPARE_RUN_THREADS)

@@ -1,79 +1,76 @@
-"""waitress's worker pool, handing each request to the thread that went idle last.
+"""The worker threads that serve waitress's requests, the one that went idle last first.
 
-waitress wakes its idle workers through a ``threading.Condition``, which wakes the one that has waited
-longest.  A server that sees one request after another therefore cycles through every one of its
-workers (128 by default): each of them in turn grows its C stack, fills glibc's per-thread cache of freed
-blocks (tcache, up to a few hundred KB per thread, never handed back while the thread lives) and keeps
-the connection it served last.  After ten thousand tiny runs that was about 6 MB of the process's memory
-that no amount of collecting or trimming gives back.  Waking the newest idle worker instead keeps
-sequential and lightly concurrent traffic on the few threads it needs; the others stay as cold as they
-were at start-up.  The order in which waiting requests are served does not change (the queue stays
-first in, first out); only which idle thread takes the next one does.
+waitress's own pool wakes the worker that has waited longest, so requests one after another go round every
+worker (``--threads``, 128 by default): each grows its C stack and glibc's per-thread cache of freed blocks,
+never handed back while the thread lives.  After 10,000 tiny runs that was about 6 MB more of the
+process's memory than with the newest idle worker taking the next request, which keeps sequential and
+lightly concurrent traffic on the few workers it needs.  The order in which waiting requests are served
+does not change (first in, first out); only which idle worker takes the next one does.
 
-A worker also drops the connection it served as soon as it is done with it, instead of holding it in a
-local variable until its next request, so an idle worker keeps nothing of its last client alive.
+The pool is ours, fed through the server's ``add_task`` (``serving.route_task``); what it does with a task
+is what waitress's pool does: ``service()`` it, or ``cancel()`` it when the server stops first.  A worker
+lets go of the task it served before it waits, so an idle worker keeps nothing of its last client alive.
 """
+import collections
+import logging
 import threading
-from typing import Any, List
+import time
+from typing import Any, Deque, List
 
-from waitress.task import ThreadedTaskDispatcher
+log = logging.getLogger("iaccode_agui.serving")
 
 
-class NewestFirstCondition:
-    """The part of ``threading.Condition`` that waitress's dispatcher uses, waking the newest waiter first.
+class NewestFirstPool:
+    def __init__(self, threads: int, name: str = "waitress") -> None:
+        self._lock = threading.Lock()
+        self._queue: Deque[Any] = collections.deque()
+        self._idle: List[Any] = []          # the gates of idle workers, the newest last
+        self._stopping = False
+        self.threads = [threading.Thread(target=self._work, name="%s-%d" % (name, number), daemon=True)
+                        for number in range(threads)]
+        for thread in self.threads:
+            thread.start()
 
-    Waits have no timeout (waitress's workers wait until notified); the caller holds ``lock`` around
-    ``wait``, ``notify`` and ``notify_all``, as with a condition.
-    """
+    def add_task(self, task: Any) -> None:
+        with self._lock:
+            self._queue.append(task)
+            gate = self._idle.pop() if self._idle else None
+        if gate is not None:
+            gate.release()
 
-    def __init__(self, lock: Any) -> None:
-        self._lock = lock
-        self._waiters: List[Any] = []
-
-    def wait(self) -> None:
+    def _work(self) -> None:
         gate = threading.Lock()
         gate.acquire()
-        self._waiters.append(gate)
-        self._lock.release()
-        try:
-            gate.acquire()
-        finally:
-            self._lock.acquire()
-
-    def notify(self, n: int = 1) -> None:
-        waiters = self._waiters
-        for _ in range(min(n, len(waiters))):
-            waiters.pop().release()
-
-    def notify_all(self) -> None:
-        self.notify(len(self._waiters))
-
-
-class NewestFirstDispatcher(ThreadedTaskDispatcher):
-    """waitress's ``ThreadedTaskDispatcher`` with newest-first wake-ups and no reference to a served task."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.queue_cv = NewestFirstCondition(self.lock)
-
-    def handler_thread(self, thread_no: int) -> None:
-        # waitress's loop, except that the task is let go of before the thread waits for the next one.
         while True:
-            with self.lock:
-                while not self.queue and self.stop_count == 0:
-                    self.active_count -= 1
-                    self.queue_cv.wait()
-                    self.active_count += 1
-                if self.stop_count > 0:
-                    self.active_count -= 1
-                    self.stop_count -= 1
-                    self.threads.discard(thread_no)
-                    self.thread_exit_cv.notify()
-                    break
-                task = self.queue.popleft()
+            with self._lock:
+                if self._stopping:
+                    return
+                task = self._queue.popleft() if self._queue else None
+                if task is None:
+                    self._idle.append(gate)
+            if task is None:
+                gate.acquire()              # released by add_task, or by shutdown
+                continue
             try:
                 task.service()
             except BaseException:
-                self.logger.exception("Exception when servicing %r", task)
-            finally:
-                task = None
+                log.exception("exception when serving %r", task)
+            task = None                     # not held while the worker waits for the next one
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop the workers (a task being served is finished first) and cancel the tasks still waiting."""
+        with self._lock:
+            self._stopping = True
+            gates, self._idle = self._idle, []
+        for gate in gates:
+            gate.release()
+        deadline = time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        alive = sum(1 for thread in self.threads if thread.is_alive())
+        if alive:
+            log.warning("%d worker thread(s) still running", alive)
+        with self._lock:
+            pending, self._queue = list(self._queue), collections.deque()
+        for task in pending:
+            task.cancel()

@@ -17,6 +17,7 @@ from werkzeug.wrappers import Response
 
 from iaccode_agui.a2a.client import A2AClient, A2AError
 from iaccode_agui.config import Settings
+from iaccode_agui.state.files import size_text
 from iaccode_agui.state.store import StateError, ThreadStore
 
 CHECK_NAMES = ("stateDir", "runtime", "draining")
@@ -50,10 +51,11 @@ class Report:
 
 def check_state_dir(store: ThreadStore) -> Check:
     try:
-        store.check_writable()
+        free = store.check_writable()
     except StateError as exc:
         return Check("stateDir", False, str(exc))
-    return Check("stateDir", True, "writable")
+    needed = store.space_needed()
+    return Check("stateDir", True, "writable, %s free (a run needs %s)" % (size_text(free), size_text(needed)))
 
 
 def check_runtime(probe: A2AClient) -> Check:

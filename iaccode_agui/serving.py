@@ -20,8 +20,7 @@ from waitress.server import BaseWSGIServer, create_server
 
 from iaccode_agui import i18n
 from iaccode_agui.config import DEFAULT_STREAM_BUFFER_BYTES
-from iaccode_agui.dispatch import NewestFirstDispatcher
-from iaccode_agui.idle_write import IdleWriteTask
+from iaccode_agui.dispatch import NewestFirstPool
 from iaccode_agui.strict_http import accept_many, close_slow_heads, close_stalled, strict_channel
 
 log = logging.getLogger("iaccode_agui.serving")
@@ -116,11 +115,13 @@ class ServerThread:
             limit = max(threads + 16, available - 2 * threads - 64)
             log.warning("open-file limit %d: connection limit lowered to %d", available, limit)
         self.connection_limit = limit
-        # Its threads start once the socket is bound: a refused address leaves no worker behind.
-        workers = NewestFirstDispatcher()
-        self.server = create_server(app, host=host, port=port, threads=threads, connection_limit=limit,
-                                    _dispatcher=workers, **adjustments)
-        workers.set_thread_count(threads)
+        # The loop runs over a map of our own, so that it can be run in slices and closed from its thread.
+        self.socket_map: Dict[int, Any] = {}
+        self.server = create_server(app, map=self.socket_map, host=host, port=port, threads=1,
+                                    connection_limit=limit, **adjustments)
+        # Every request goes to a pool of ours (``route_task``): waitress's own serves nothing.
+        self.server.task_dispatcher.set_thread_count(0)  # type: ignore[attr-defined]
+        self.workers = NewestFirstPool(threads)
         if send_buffer:
             # Set on every accepted connection.  The kernel doubles the value it is given (its own
             # bookkeeping), so half of it lands on about ``send_buffer``.  The option is a C int (and the
@@ -128,23 +129,21 @@ class ServerThread:
             # listening socket.
             option = (socket.SOL_SOCKET, socket.SO_SNDBUF, min(max(4096, send_buffer // 2), 2 ** 31 - 1))
             self.server.adj.socket_options = list(Adjustments.socket_options) + [option]  # type: ignore[attr-defined]
-        self.control = NewestFirstDispatcher()
-        self.control.set_thread_count(CONTROL_THREADS)
+        self.control = NewestFirstPool(CONTROL_THREADS, "waitress-control")
         settings = getattr(app, "settings", None)
         # About two heartbeats: a reading client receives at least one write in that time.
         self.stall_timeout = stall_timeout or 2 * float(getattr(settings, "heartbeat_interval", 15.0))
         channel = strict_channel(getattr(settings, "auth_token", None),
                                  getattr(settings, "default_language", i18n.SOURCE_LANGUAGE))
-        channel.task_class = IdleWriteTask
-        for dispatcher in list(self.server._map.values()) + [self.server]:  # type: ignore[attr-defined]
+        for dispatcher in list(self.socket_map.values()):
             if isinstance(dispatcher, BaseWSGIServer):
                 dispatcher.channel_class = channel  # type: ignore[misc]
                 dispatcher.maintenance = functools.partial(  # type: ignore[method-assign]
                     close_slow_heads, dispatcher, dispatcher.maintenance, header_timeout)
                 dispatcher.handle_accept = functools.partial(  # type: ignore[method-assign]
-                    accept_many, dispatcher, dispatcher.handle_accept)
+                    accept_many, dispatcher, dispatcher.handle_accept, self.socket_map)
                 dispatcher.add_task = functools.partial(  # type: ignore[method-assign]
-                    route_task, dispatcher.task_dispatcher, self.control)
+                    route_task, self.workers, self.control)
         self.host = str(self.server.effective_host)  # type: ignore[attr-defined]
         self.port = int(self.server.effective_port)  # type: ignore[attr-defined]
         shown = "[%s]" % self.host if ":" in self.host else self.host
@@ -156,7 +155,7 @@ class ServerThread:
         self.thread.start()
 
     def _run(self) -> None:
-        server_map = self.server._map  # type: ignore[attr-defined]
+        server_map = self.socket_map
         next_sweep = 0.0
         try:
             while not self._stopping.is_set():
@@ -166,12 +165,12 @@ class ServerThread:
                     next_sweep = now + min(1.0, self.stall_timeout / 4)
                     for dispatcher in list(server_map.values()):
                         if isinstance(dispatcher, BaseWSGIServer):
-                            self._log_stalled(close_stalled(dispatcher, self.stall_timeout, now))
+                            self._log_stalled(close_stalled(dispatcher, self.stall_timeout, time.time()))
         finally:
             # Worker threads first: one still finishing a response pulls the trigger pipe, which the
             # server's close() closes (EBADF, or a byte into a descriptor reused meanwhile).
             try:
-                self.server.task_dispatcher.shutdown(timeout=2)  # type: ignore[attr-defined]
+                self.workers.shutdown(timeout=2)
                 self.control.shutdown(timeout=2)
             finally:
                 _close_connections(server_map)   # while the wake-up pipe is open, though none pulls it then

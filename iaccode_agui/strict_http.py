@@ -8,7 +8,7 @@ import hmac
 import http.client
 import json
 import time
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser, ParsingError
@@ -103,13 +103,9 @@ def _field_names(header_plus: bytes) -> set:
 
 
 class StrictChannel(HTTPChannel):
-    """Remembers whether the connection has completed a request (which decides its idle timeout) and
-    counts sends that made progress (which tells a stalled response from a quiet one)."""
+    """Remembers whether the connection has completed a request (which decides its idle timeout)."""
 
     answered = False
-    progress = 0
-    seen_progress = -1
-    stalled_since: Optional[float] = None
 
     def received(self, data: bytes) -> bool:
         result = super().received(data)
@@ -117,33 +113,19 @@ class StrictChannel(HTTPChannel):
             self.answered = True
         return result
 
-    def _flush_some(self, do_close: bool = True) -> bool:
-        sent = super()._flush_some(do_close=do_close)
-        if sent:
-            self.progress += 1
-        return sent
-
 
 def close_stalled(server: Any, stall_timeout: float, now: float) -> int:
-    """Close responses that have had output waiting, without any of it being sent, for ``stall_timeout``.
+    """Close responses that have output waiting and have sent nothing for ``stall_timeout`` seconds.
 
     A client that stops reading holds a worker thread for as long as waitress waits to write to it, and
     waitress never gives up on a response by itself.  Closing the connection (from the event loop's
-    thread) makes the blocked write fail, so the response ends and its worker is free again.  Returns how
-    many were closed.
+    thread) makes the blocked write fail, so the response ends and its worker is free again.  ``now`` is
+    wall-clock time, as waitress's ``last_activity`` (moved by every send that made progress).  Returns
+    how many were closed.
     """
     closed = 0
     for channel in list(server.active_channels.values()):
-        if not channel.requests or not channel.total_outbufs_len:
-            channel.stalled_since = None
-            continue
-        progress = getattr(channel, "progress", 0)
-        if progress != getattr(channel, "seen_progress", progress):
-            channel.stalled_since = None
-        channel.seen_progress = progress
-        if channel.stalled_since is None:
-            channel.stalled_since = now
-        elif now - channel.stalled_since >= stall_timeout:
+        if channel.requests and channel.writable() and now - channel.last_activity >= stall_timeout:
             channel.handle_close()
             closed += 1
     return closed
@@ -181,16 +163,17 @@ def close_slow_heads(server: Any, maintenance: Callable[[float], None], header_t
 ACCEPTS_PER_WAKEUP = 64
 
 
-def accept_many(server: Any, handle_accept: Callable[[], None]) -> None:
+def accept_many(server: Any, handle_accept: Callable[[], None], socket_map: Dict[int, Any]) -> None:
     """Accept up to ``ACCEPTS_PER_WAKEUP`` pending connections per wake-up instead of one.
 
     waitress accepts one connection per pass of its event loop, and a pass over thousands of sockets takes
     milliseconds, so after a wave of reconnects a new client (``/health``) waited seconds in the backlog.
+    ``socket_map`` is the map the server was created with (``create_server(map=...)``).
     """
     for _ in range(ACCEPTS_PER_WAKEUP):
-        before = len(server._map)
+        before = len(socket_map)
         if before >= server.adj.connection_limit:
             return
         handle_accept()
-        if len(server._map) == before:
+        if len(socket_map) == before:
             return

@@ -2,13 +2,11 @@
 import socket
 import threading
 import time
-import types
 import uuid
 
 import pytest
 
 from iaccode_agui import __version__
-from iaccode_agui.a2a import stream as stream_mod
 from iaccode_agui.a2a.client import (
     A2AClient,
     A2ARpcError,
@@ -16,7 +14,7 @@ from iaccode_agui.a2a.client import (
     SessionBackupNotReady,
     SessionLost,
 )
-from iaccode_agui.a2a.stream import _shutdown_socket
+from iaccode_agui.a2a.stream import shutdown_read
 from tests.upstream_fakes import RESULTS, TASK, TOKEN, FakeUpstream, serve_wsgi
 
 
@@ -205,10 +203,10 @@ def test_close_releases_a_stream_that_was_not_read(client):
     assert list(stream) == []
 
 
-def test_shutdown_socket_on_live_ended_and_unknown_responses(client):
+def test_shutdown_read_on_live_ended_and_unknown_responses(client):
     stream = _stream(client, "slow")
     assert next(stream) == RESULTS[0]
-    assert _shutdown_socket(stream._resp) is True
+    assert shutdown_read(stream._resp) is True
     with pytest.raises(A2AUnavailable):
         next(stream)  # shut down without abort(): an ordinary broken stream
 
@@ -219,58 +217,11 @@ def test_shutdown_socket_on_live_ended_and_unknown_responses(client):
                         headers={"Authorization": "Bearer " + TOKEN}, stream=True)
     assert resp.raw.read()  # to the end of the body
     # The body is over and the connection may be back in the pool: it must be left alone.
-    assert _shutdown_socket(resp) is False
+    assert shutdown_read(resp) is False
     resp.close()
     session.close()
-    assert _shutdown_socket(object()) is False
-    assert _shutdown_socket(None) is False
-
-
-class _Sock:
-    def __init__(self, fail=False):
-        self.calls, self.fail = [], fail
-
-    def shutdown(self, how):
-        if self.fail:
-            raise OSError("already closed")
-        self.calls.append(how)
-
-
-def test_shutdown_socket_fallback_paths():
-    sock = _Sock()
-    fake = types.SimpleNamespace(raw=types.SimpleNamespace(_connection=types.SimpleNamespace(sock=sock)))
-    assert _shutdown_socket(fake) is True and sock.calls == [socket.SHUT_RDWR]
-    sock = _Sock()
-    http_resp = types.SimpleNamespace(fp=types.SimpleNamespace(raw=types.SimpleNamespace(_sock=sock)))
-    assert _shutdown_socket(types.SimpleNamespace(raw=types.SimpleNamespace(_fp=http_resp))) is True
-    assert sock.calls == [socket.SHUT_RDWR]
-    failing = types.SimpleNamespace(raw=types.SimpleNamespace(_connection=types.SimpleNamespace(sock=_Sock(True))))
-    assert _shutdown_socket(failing) is False
-
-    def released():
-        raise RuntimeError("Cannot shutdown as connection has already been released to the pool")
-
-    assert _shutdown_socket(types.SimpleNamespace(raw=types.SimpleNamespace(shutdown=released))) is False
-    calls = []
-    public = types.SimpleNamespace(raw=types.SimpleNamespace(shutdown=lambda: calls.append(1)))
-    assert _shutdown_socket(public) is True and calls == [1]
-
-
-def test_reader_without_read1_uses_chunked_reads(client, monkeypatch):
-    class NoRead1:
-        def __init__(self, raw):
-            self._raw = raw
-            self.chunked = raw.chunked
-
-        def supports_chunked_reads(self):
-            return self._raw.supports_chunked_reads()
-
-        def read_chunked(self, *args, **kwargs):
-            return self._raw.read_chunked(*args, **kwargs)
-
-    original = stream_mod.body_reader
-    monkeypatch.setattr(stream_mod, "body_reader", lambda raw, size: original(NoRead1(raw), size))
-    assert list(_stream(client, "normal")) == RESULTS
+    assert shutdown_read(object()) is False
+    assert shutdown_read(None) is False
 
 
 def test_unary_calls_return_the_bare_result(client, upstream):
@@ -443,9 +394,8 @@ class _KeepAliveUpstream:
         self.server.server_close()
 
 
-@pytest.mark.parametrize("hold", [False, True])
-def test_a_stream_closed_after_its_last_event_gives_its_connection_back(hold):
-    upstream = _KeepAliveUpstream(hold=hold)
+def test_a_stream_closed_before_the_end_of_its_body_is_never_waited_for():
+    upstream = _KeepAliveUpstream(hold=True)
     client = A2AClient(upstream.url, TOKEN, read_timeout=20)
     try:
         for _ in range(3):
@@ -453,9 +403,8 @@ def test_a_stream_closed_after_its_last_event_gives_its_connection_back(hold):
             assert [next(stream) for _ in RESULTS] == RESULTS   # every event, but not the end of the body
             stream.close()
         assert client.get_task("t-1")["id"] == "t-1"
-        # A body that ends with its last event is drained and its connection reused; one that stays open
-        # is closed (never waited for), so each call needs a connection of its own.
-        assert upstream.connections == (4 if hold else 1)
+        # A body that stays open is closed, not waited for: each call needs a connection of its own.
+        assert upstream.connections == 4
     finally:
         client.close()
         upstream.close()

@@ -7,8 +7,6 @@
 """
 import threading
 
-from iaccode_agui.a2a.client import A2AClient
-from iaccode_agui.runs.channel import RunChannel
 from iaccode_agui.state.model import ActiveRun
 from iaccode_agui.state.store import ThreadStore
 from tests.harness import wait_for
@@ -57,23 +55,3 @@ def test_a_turn_after_a_dead_owner_still_settles_its_run_first(adapter_factory, 
     assert adapter.run(adapter.body("hello again", thread="t-dead"))[-1]["type"] == "RUN_FINISHED"
     assert settled == [("t-dead", "run-of-the-dead")]
     assert store.load("t-dead").active_run is None
-
-
-def test_the_connection_ahead_is_opened_after_the_runs_channel_is_closed(adapter_factory, monkeypatch):
-    order = []
-    close, ahead = RunChannel.close, A2AClient.connect_ahead
-
-    def closing(self, *args, **kwargs):
-        order.append("channel closed")
-        return close(self, *args, **kwargs)
-
-    def opening(self):
-        order.append("connection opened ahead")
-        return ahead(self)
-
-    monkeypatch.setattr(RunChannel, "close", closing)
-    monkeypatch.setattr(A2AClient, "connect_ahead", opening)
-    adapter = adapter_factory()
-    assert adapter.run(adapter.body("hello", thread="t-ahead"))[-1]["type"] == "RUN_FINISHED"
-    assert wait_for(lambda: "connection opened ahead" in order, 5)
-    assert order.index("channel closed") < order.index("connection opened ahead")

@@ -134,3 +134,125 @@ def test_the_projection_imports_nothing_that_does_io():
             offending[relative(path)] = bad
     assert not offending, offending
     assert imported_names("import socket\nfrom iaccode_agui.runs import worker") == ["socket", "iaccode_agui.runs"]
+
+
+# ---- no private internals of a dependency -------------------------------------------------------------
+# A release of a dependency may move what it does not publish (``setup.cfg`` accepts a range of versions).
+DEPENDENCIES = ("waitress", "werkzeug", "requests", "urllib3", "jsonschema", "http.client", "socket", "ssl")
+# Spelt without an underscore, but waitress's and urllib3's inner workings all the same; and the names of
+# every private use the package once made, so a new one is caught by name even where it looks public.
+KNOWN_PRIVATE = frozenset({
+    "outbuf_lock", "total_outbufs_len", "write_soon", "outbufs", "current_outbuf_count", "_flush_some", "_map",
+    "_get_conn", "_put_conn", "_fp", "_sock", "_connection", "_dispatcher", "_sock_shutdown", "_original_response",
+})
+FORBIDDEN_MODULES = ("ctypes", "_ctypes")
+FORBIDDEN_CALLS = frozenset({("gc", "freeze"), ("gc", "unfreeze")})
+
+
+def _dependency_private_names() -> frozenset:
+    """The single-underscore names the dependencies give their objects: methods, class attributes and the
+    attributes their code assigns (read from their installed sources, nothing is imported)."""
+    import importlib.util
+
+    names = set()
+    for top in DEPENDENCIES:
+        spec = importlib.util.find_spec(top)
+        if spec is None or spec.origin is None:
+            continue
+        origin = pathlib.Path(spec.origin)
+        files = sorted(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
+        for path in files:
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8", errors="replace"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names.add(node.name)
+                elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                    names.add(node.attr)
+    return frozenset(name for name in names if name.startswith("_") and not name.startswith("__"))
+
+
+def _own_names() -> frozenset:
+    """Every name the package itself defines (functions, classes, attributes it assigns, parameters)."""
+    own = set()
+    for path in modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                own.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                own.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                own.add(node.id)
+            elif isinstance(node, ast.arg):
+                own.add(node.arg)
+    return frozenset(own)
+
+
+def _is_self(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id in ("self", "cls")
+
+
+def private_uses(source: str, private: frozenset, own: frozenset) -> List[Tuple[int, str]]:
+    """Where ``source`` uses ``ctypes``, ``gc.freeze`` or a private attribute of a dependency.
+
+    ``private``: dependency attribute names the package does not define itself (a name it defines, say its
+    own ``_lock``, is its own); ``KNOWN_PRIVATE`` names are refused on any object but ``self``.  Also
+    refused: a ``_name`` passed to ``getattr``/``hasattr``/``setattr`` that the package never defines, a
+    ``_keyword=`` argument (waitress's test shims), and overriding a private method of a dependency class.
+    """
+    found: List[Tuple[int, str]] = []
+    tree = ast.parse(source)
+    imported_classes = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                        and node.module and node.module.split(".")[0] in {d.split(".")[0] for d in DEPENDENCIES}
+                        for alias in node.names}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] in FORBIDDEN_MODULES for a in node.names):
+            found.append((node.lineno, "import ctypes"))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in FORBIDDEN_MODULES:
+            found.append((node.lineno, "from ctypes"))
+        elif isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and (node.value.id, node.attr) in FORBIDDEN_CALLS:
+                found.append((node.lineno, "%s.%s" % (node.value.id, node.attr)))
+            elif not _is_self(node.value) and (node.attr in KNOWN_PRIVATE or (node.attr in private
+                                                                             and node.attr not in own)):
+                found.append((node.lineno, "." + node.attr))
+        elif isinstance(node, ast.Call):
+            found.extend((node.lineno, "%s=" % kw.arg) for kw in node.keywords
+                         if kw.arg and kw.arg.startswith("_"))
+            if isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr", "setattr") \
+                    and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) \
+                    and isinstance(node.args[1].value, str) and node.args[1].value.startswith("_") \
+                    and not node.args[1].value.startswith("__") \
+                    and (node.args[1].value in KNOWN_PRIVATE or node.args[1].value not in own):
+                found.append((node.lineno, "%s(..., %r)" % (node.func.id, node.args[1].value)))
+        elif isinstance(node, ast.ClassDef) and any(isinstance(base, ast.Name) and base.id in imported_classes
+                                                    or isinstance(base, ast.Attribute) for base in node.bases):
+            found.extend((item.lineno, "overrides %s" % item.name) for item in node.body
+                         if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                         and (item.name in KNOWN_PRIVATE or item.name in private))
+    return found
+
+
+def test_the_private_use_detector_finds_every_kind_of_use():
+    # A check that cannot fail is no check: each line below is a use it must see.
+    private = frozenset({"_map", "_pool_internal", "_flush_some"})
+    source = "\n".join([
+        "import ctypes", "from ctypes import util", "gc.freeze()", "n = len(server._map)",
+        "conn = pool._get_conn(timeout=0)", "sock = getattr(raw, '_fp', None)", "create_server(app, _dispatcher=d)",
+        "channel.total_outbufs_len", "x = thing._pool_internal",
+        "from waitress.channel import HTTPChannel",
+        "class C(HTTPChannel):\n    def _flush_some(self, do_close=True):\n        pass",
+    ])
+    assert sorted(line for line, _ in private_uses(source, private, frozenset())) == list(range(1, 10)) + [12]
+    # The package's own underscore names on its own objects are not a dependency's (another test's concern).
+    own_source = "self._map(envelope)\nmanager._lock\ngetattr(self, '_ready', None)\nself.total_outbufs_len"
+    assert private_uses(own_source, private, frozenset({"_lock", "_ready"})) == []
+
+
+def test_the_package_uses_no_private_internals_of_its_dependencies():
+    private, own = _dependency_private_names(), _own_names()
+    assert {"_map", "_get_conn", "_flush_some"} <= private      # the introspection sees what it must
+    offending = {}
+    for path in modules():
+        found = private_uses(path.read_text(encoding="utf-8"), private, own)
+        if found:
+            offending[relative(path)] = found
+    assert not offending, "private internals of a dependency (file: [(line, use)]): %r" % offending

@@ -17,7 +17,7 @@ pytest.importorskip("uvicorn", reason="needs uvicorn (test extra) to serve the a
 from tests.agui_checker import types  # noqa: E402
 from tests.generic_agent import (ARTIFACT_CHUNKS, ARTIFACT_ID, CRASH_PREFACE, ECHO_CHUNKS,  # noqa: E402
                                  FAILURE_TEXT, PLAIN_REPLY, QUESTION, GenericAgentServer, first_text)
-from tests.harness import Adapter, interrupt_of, text_of  # noqa: E402
+from tests.harness import Adapter, interrupt_of, text_of, wait_for  # noqa: E402
 
 
 @pytest.fixture
@@ -32,6 +32,8 @@ def agent() -> Iterator[GenericAgentServer]:
 @pytest.fixture
 def generic(agent, tmp_path, workspace) -> Iterator[Adapter]:
     adapter = Adapter(agent.url, None, str(tmp_path / "state"), workspace, upstream_kind="auto")
+    # The card is asked in the background and a run never waits for it: these runs come once it is in.
+    assert wait_for(lambda: adapter.app.manager.kind.settled)
     try:
         yield adapter
     finally:
@@ -53,6 +55,7 @@ def test_agent_card_without_iac_code_extensions_is_generic(generic):
 
 def test_iac_code_runtime_card_is_not_generic(adapter_factory):
     adapter = adapter_factory(upstream_kind="auto")
+    assert wait_for(lambda: adapter.app.manager.kind.settled)
     assert adapter.app.manager.upstream_is_generic() is False
 
 

@@ -8,9 +8,13 @@ heartbeats while the process has no thread per stream for timing.
 import os
 import sys
 import threading
+import time
 
+from iaccode_agui.a2a.sse import HEARTBEAT
 from iaccode_agui.runs import heartbeats
+from iaccode_agui.runs.channel import END, Subscription
 from iaccode_agui.runs.framequeue import FrameQueue
+from iaccode_agui.runs.stream import SSEBody
 from iaccode_agui.runs.heartbeats import BEAT, GONE, TICK, Entry, HeartbeatTimer, Schedule
 from tests.harness import wait_for
 
@@ -269,3 +273,69 @@ def test_a_heartbeat_due_between_ticks_goes_out_at_the_tick_before_it_never_afte
     assert [when for when, _ in given if when > 1.0] == [2.2]
     assert 2.2 >= item.last + item.interval - TICK
 
+
+
+# ---- the SSE body's side: a heartbeat marker reaches the stream's own thread --------------------------
+class _PlayedTimer:
+    """Takes registrations like the real timer but never runs: the test plays the timer with ``post``."""
+
+    def __init__(self) -> None:
+        self.posts = []
+
+    def register(self, interval, poll, gone, post) -> Entry:
+        self.posts.append(post)
+        return Entry(interval, poll, gone, post, time.monotonic() - 100)
+
+    def cancel(self, entry: Entry) -> None:
+        pass
+
+    def ensure_running(self) -> None:
+        pass
+
+
+def _sse_body():
+    sub = Subscription(None, [b"data: replayed\n\n"], maxsize=8)
+    bumps = []
+    timer = _PlayedTimer()
+    body = SSEBody(sub, heartbeat=0.5, poll=1.0, timer=timer, on_heartbeat=lambda: bumps.append(1))
+    assert next(body) == b"data: replayed\n\n"
+    return body, sub.queue, timer, bumps
+
+
+def _park(body, queue: FrameQueue):
+    """Run the body's generator on a thread until it waits on its queue (as waitress's worker would)."""
+    out = []
+    thread = threading.Thread(target=lambda: out.extend(body), daemon=True)
+    thread.start()
+    assert wait_for(lambda: queue._reader_waiting, 10)
+    body._entry.last = time.monotonic() - 100   # long silent since its replay, as the tests' premise
+    return thread, out
+
+
+def test_an_idle_stream_writes_its_heartbeat_on_its_own_thread_when_the_timer_posts_it():
+    body, queue, timer, bumps = _sse_body()
+    thread, out = _park(body, queue)
+    assert timer.posts[0](BEAT) is True
+    assert wait_for(lambda: out == [HEARTBEAT], 10), out
+    assert bumps == [1]
+    queue.put_final(END)
+    thread.join(10)
+
+
+def test_a_marker_that_finds_its_stream_a_tick_early_is_still_written():
+    """The timer hands a heartbeat out up to a tick before it is due; dropping it as "too early" would
+    leave the stream silent for a whole interval more."""
+    body, queue, timer, bumps = _sse_body()
+    thread, out = _park(body, queue)
+    body._entry.last = time.monotonic() - (0.5 - 1.5 * TICK)   # a tick and a half before it is due
+    assert timer.posts[0](BEAT) is True
+    assert wait_for(lambda: out == [HEARTBEAT], 10), out
+    queue.put_final(END)
+    thread.join(10)
+
+
+def test_a_stream_with_frames_queued_gets_no_heartbeat_at_all():
+    body, queue, timer, bumps = _sse_body()
+    queue.put(b"data: soon\n\n", 0)
+    assert body._post(BEAT) is True   # what the timer is handed when it registers the stream
+    assert bumps == [] and queue.take(0) == [b"data: soon\n\n"]

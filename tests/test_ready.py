@@ -114,6 +114,10 @@ class _Store:
 
     def check_writable(self):
         self.calls += 1
+        return 1 << 30      # bytes free
+
+    def space_needed(self):
+        return 10 << 20
 
 
 def test_checks_are_cached_for_the_ttl():

@@ -1,8 +1,8 @@
-"""Which waitress worker serves a request: the one that went idle last, and it keeps nothing of it.
+"""Which worker serves a request: the one that went idle last, and it keeps nothing of it.
 
 waitress's own pool wakes the worker that has waited longest, so requests one after another cycle through
-every worker, and each of them keeps its grown stack, its malloc cache and the connection it served last:
-memory that grew with the number of workers touched, up to all of them.
+every worker, and each of them keeps its grown stack and its malloc cache: memory that grew with the
+number of workers touched, up to all of them.
 """
 import gc
 import threading
@@ -10,7 +10,7 @@ import weakref
 
 import requests
 
-from iaccode_agui.dispatch import NewestFirstCondition, NewestFirstDispatcher
+from iaccode_agui.dispatch import NewestFirstPool
 from iaccode_agui.serving import ServerThread
 
 
@@ -22,7 +22,7 @@ def _recording_app(served):
     return app
 
 
-def test_requests_one_after_another_are_served_by_one_worker():
+def test_requests_one_after_another_are_served_by_few_workers():
     served = []
     server = ServerThread(_recording_app(served), threads=16, slice_seconds=0.05)
     try:
@@ -37,66 +37,51 @@ def test_requests_one_after_another_are_served_by_one_worker():
     assert len(set(served)) <= 4, "%d of 16 workers served 40 sequential requests" % len(set(served))
 
 
-def test_an_idle_worker_keeps_nothing_of_the_connection_it_served():
-    channels = []
+class _Task:
+    def __init__(self, service=lambda: None):
+        self.service = service
+        self.cancelled = False
 
-    class Task:
-        def service(self):
-            pass
+    def cancel(self):
+        self.cancelled = True
 
-        def cancel(self):
-            pass
 
-    dispatcher = NewestFirstDispatcher()
-    dispatcher.set_thread_count(2)
+def test_an_idle_worker_keeps_nothing_of_the_task_it_served():
+    pool = NewestFirstPool(2, "test-pool")
+    tasks = []
     try:
         done = threading.Semaphore(0)
         for _ in range(4):
-            task = Task()
-            task.service = done.release
-            channels.append(weakref.ref(task))
-            dispatcher.add_task(task)
+            task = _Task(done.release)
+            tasks.append(weakref.ref(task))
+            pool.add_task(task)
             del task
         for _ in range(4):
             assert done.acquire(timeout=10)
-        with dispatcher.lock:      # every worker is back waiting
-            pass
         for _ in range(50):
             gc.collect()
-            if all(ref() is None for ref in channels):
+            if all(ref() is None for ref in tasks):
                 break
             threading.Event().wait(0.02)
-        assert [ref() for ref in channels] == [None] * 4
+        assert [ref() for ref in tasks] == [None] * 4
     finally:
-        dispatcher.shutdown(timeout=5)
+        pool.shutdown(timeout=5)
 
 
-def test_the_condition_wakes_the_newest_waiter_first_and_all_of_them_on_notify_all():
-    lock = threading.Lock()
-    condition = NewestFirstCondition(lock)
-    woken = []
-    ready = threading.Semaphore(0)
-
-    def wait(name):
-        with lock:
-            ready.release()
-            condition.wait()
-            woken.append(name)
-
-    threads = []
-    for name in ("first", "second", "third"):
-        thread = threading.Thread(target=wait, args=(name,), daemon=True)
-        thread.start()
-        assert ready.acquire(timeout=5)
-        threads.append(thread)
-        with lock:     # the waiter has released the lock inside wait(): it is registered
-            pass
-    with lock:
-        condition.notify()
-    threads[2].join(5)
-    assert woken == ["third"]
-    with lock:
-        condition.notify_all()
-    for thread in threads:
-        thread.join(5)
-    assert sorted(woken) == ["first", "second", "third"] and not any(t.is_alive() for t in threads)
+def test_the_newest_idle_worker_takes_the_next_task_and_shutdown_cancels_what_waits():
+    pool = NewestFirstPool(3, "test-pool")
+    served = []
+    try:
+        for _ in range(10):
+            finished = threading.Event()
+            pool.add_task(_Task(lambda: (served.append(threading.current_thread().name), finished.set())))
+            assert finished.wait(10)
+            threading.Event().wait(0.01)          # the worker is back among the idle ones
+        assert len(set(served)) == 1, served
+    finally:
+        pool.shutdown(timeout=5)
+    assert not any(thread.is_alive() for thread in pool.threads)
+    late = _Task()
+    pool.add_task(late)                  # nobody serves it any more
+    pool.shutdown(timeout=1)
+    assert late.cancelled

@@ -29,7 +29,7 @@ def test_stop_closes_the_wake_up_pipe_only_after_the_worker_threads_have_left():
     close = trigger._close
 
     def recording_close():
-        threads_at_close.append(len(server.server.task_dispatcher.threads))
+        threads_at_close.append(sum(1 for thread in server.workers.threads if thread.is_alive()))
         close()
 
     trigger._close = recording_close

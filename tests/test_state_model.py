@@ -145,6 +145,16 @@ def test_minimal_state_round_trips():
     assert ThreadState.from_document(doc, "t") == state
 
 
+def test_the_run_mode_an_execution_started_with_round_trips_and_older_documents_have_none():
+    state = ThreadState("t", "c", "/w", "user", None, Execution("e", "r", run_mode="pipeline"))
+    doc = state.to_document()
+    assert doc["execution"]["runMode"] == "pipeline"
+    assert ThreadState.from_document(doc, "t") == state
+    del doc["execution"]["runMode"]                       # as written before the mode was kept
+    assert ThreadState.from_document(doc, "t").execution.run_mode is None
+    assert "runMode" not in ThreadState("t", "c", "/w", None, None, Execution("e", "r")).to_document()["execution"]
+
+
 def _set(path, value):
     def mutate(doc):
         target = doc
@@ -186,6 +196,8 @@ CORRUPTIONS = {
     "float cursor": _set(("execution", "pipelineSequence"), 1.0),
     "bool cursor": _set(("execution", "pipelineSequence"), True),
     "string cursor": _set(("execution", "pipelineSequence"), "3"),
+    "run mode unknown": _set(("execution", "runMode"), "fast"),
+    "run mode type": _set(("execution", "runMode"), 1),
     "open steps type": _set(("execution", "pipelineOpenSteps"), "step-a"),
     "open step item type": _set(("execution", "pipelineOpenSteps"), [1]),
     "snapshot digest upper": _set(("execution", "textSnapshotDigests"), ["A" * 64]),

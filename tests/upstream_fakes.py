@@ -3,6 +3,7 @@
 Only real sockets show what matters for the client: chunk boundaries, cut connections, timeouts, aborts.
 """
 import contextlib
+import io
 import json
 import logging
 import threading
@@ -26,17 +27,18 @@ def serve_wsgi(app: Any, threads: int = 16, quiet: bool = True) -> Iterator[str]
     previous = logger.level
     if quiet:
         logger.setLevel(logging.CRITICAL)
-    server = create_server(app, host="127.0.0.1", port=0, threads=threads, channel_timeout=60)
+    server_map: dict = {}
+    server = create_server(app, map=server_map, host="127.0.0.1", port=0, threads=threads, channel_timeout=60)
     stopping = threading.Event()
 
     def run() -> None:
         try:
             while not stopping.is_set():
-                wasyncore.loop(timeout=0.05, map=server._map, count=1)
+                wasyncore.loop(timeout=0.05, map=server_map, count=1)
         finally:
             server.close()
             server.task_dispatcher.shutdown(timeout=2)
-            wasyncore.close_all(server._map)
+            wasyncore.close_all(server_map)
 
     thread = threading.Thread(target=run, name="fake-upstream", daemon=True)
     thread.start()
@@ -219,3 +221,32 @@ class FakeUpstream:
         yield _frame(RESULTS[0], rpc_id)
         time.sleep(0.05)
         raise RuntimeError("simulated crash: waitress drops the connection without the last chunk")
+
+
+class CountingRuntime:
+    """A runtime (the demo's) behind a wrapper that records every upstream call and can replace its card.
+
+    ``calls`` holds ``(verb, path, JSON-RPC method or query)`` in arrival order.  ``card_status`` (e.g.
+    ``"404 Not Found"``) answers the agent card instead of the runtime, after ``card_delay`` seconds.
+    """
+
+    def __init__(self, runtime, card_status=None, card_delay=0.0):
+        self.runtime = runtime
+        self.card_status = card_status
+        self.card_delay = card_delay
+        self.calls = []
+
+    def __call__(self, environ, start_response):
+        path = environ["PATH_INFO"]
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        raw = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"] = io.BytesIO(raw)
+        detail = json.loads(raw).get("method") if raw else environ.get("QUERY_STRING", "")
+        self.calls.append((environ["REQUEST_METHOD"], path, detail))
+        if path == "/.well-known/agent-card.json" and self.card_status is not None:
+            time.sleep(self.card_delay)
+            return FakeUpstream._json(start_response, self.card_status, {"error": "no agent card"})
+        return self.runtime(environ, start_response)
+
+    def count(self, path):
+        return sum(1 for call in self.calls if call[1] == path)

@@ -13,7 +13,6 @@ import http.client
 import os
 import statistics
 import stat
-import sys
 import tempfile
 import threading
 import time
@@ -69,16 +68,6 @@ def _fdatasync_kind(fd: int) -> str:
     return "journal fdatasync"
 
 
-def _connect_kind(*args: Any) -> str:
-    """A connect opened ahead for the next call (once a stream was read) is not on any call's path."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "connect_ahead":
-            return "  TCP connect ahead"
-        frame = frame.f_back
-    return "upstream TCP connect"
-
-
 def _install(tracer: Tracer) -> None:
     import urllib3.connection
 
@@ -102,8 +91,7 @@ def _install(tracer: Tracer) -> None:
     tracer.wrap(A2AClient, "agent_card", "agent card GET")
     tracer.wrap(RunWorker, "start", "worker thread start")
     tracer.wrap(RunChannel, "publish", "event published")
-    tracer.wrap(urllib3.connection.HTTPConnection, "connect", "upstream TCP connect", classify=_connect_kind)
-    tracer.wrap(A2AClient, "connect_ahead", "upstream connection opened ahead")
+    tracer.wrap(urllib3.connection.HTTPConnection, "connect", "upstream TCP connect")
     tracer.wrap(A2AClient, "_stream", "upstream POST -> response headers")
     tracer.wrap(A2AStream, "__next__", "upstream frame read")
 
@@ -172,8 +160,7 @@ ORDER = ("app called", "body read + JSON parse", "schema + cwd checks", "agent c
          "  state file write", "    journal append + group sync", "journal fdatasync", "fsync (file)",
          "fsync (directory)", "checkpoint fsync (off the request path)", "worker thread start", "RUN_STARTED published",
          "first byte at the client", "RUN_STARTED at the client", "upstream TCP connect",
-         "upstream POST -> response headers", "first upstream frame", "first TEXT_MESSAGE_CONTENT at the client",
-         "upstream connection opened ahead", "  TCP connect ahead")
+         "upstream POST -> response headers", "first upstream frame", "first TEXT_MESSAGE_CONTENT at the client")
 
 
 def _bare_app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Any:
@@ -236,8 +223,7 @@ def measure(runtime_url: str, token: str, cwd: str, runs: int = 15, text: str = 
                 failures += 1
             spans = list(tracer.spans)
             timelines.append(_timeline(spans, arrivals))
-            for label in ("journal fdatasync", "fsync (file)", "fsync (directory)", "upstream TCP connect",
-                          "  TCP connect ahead"):
+            for label in ("journal fdatasync", "fsync (file)", "fsync (directory)", "upstream TCP connect"):
                 before_first = [s for s in spans if s[0] == label and (arrivals.run_started is None
                                                                        or s[2] <= arrivals.run_started)]
                 counts.setdefault(label + " before RUN_STARTED", []).append(len(before_first))

@@ -58,14 +58,11 @@ def main(argv: List[str]) -> int:
     from iaccode_agui.serving import ServerThread
 
     subs = []
-    idle_writer = getattr(stream, "idle_writer", None)   # a checkout from before it has none
 
     def app(environ, start_response):
         sub = Subscription(None, [b'data: {"type":"RUN_STARTED"}\n\n'], maxsize=64)
         subs.append(sub)
-        extra = {"write_idle": idle_writer(environ)} if idle_writer else {}
-        body = stream.SSEBody(sub, heartbeat=0.5, poll=1.0, client_gone=stream.client_disconnect_probe(environ),
-                              **extra)
+        body = stream.SSEBody(sub, heartbeat=0.5, poll=1.0, client_gone=stream.client_disconnect_probe(environ))
         start_response("200 OK", [("Content-Type", "text/event-stream")])
         return body
 

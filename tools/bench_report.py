@@ -190,10 +190,10 @@ def _breakdown_rows(bd: Dict[str, Any]) -> List[Row]:
     counts = bd["counts"]
     rows.append(("  fsyncs file / dir before RUN_STARTED", {"adapter": "%s / %s" % (
         _num(counts.get("fsync (file) before RUN_STARTED")), _num(counts.get("fsync (directory) before RUN_STARTED")))},
-        "per run: %s / %s; upstream connects per run on the call's path: %s, opened ahead after the stream: %s "
+        "per run: %s / %s; upstream connects per run: %s "
         "(the bench runtime, on waitress, closes the connection of every streamed response)" % (
             _num(counts.get("fsync (file) per run")), _num(counts.get("fsync (directory) per run")),
-            _num(counts.get("upstream TCP connect per run"), 1), _num(counts.get("  TCP connect ahead per run"), 1))))
+            _num(counts.get("upstream TCP connect per run"), 1))))
     return rows
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "A2AClient",
     "A2AStream",
     "body_reader",
+    "unreachable",
 ]
 
 _JSON_TYPES = ("application/json", "application/a2a+json")
@@ -48,6 +49,11 @@ def _status_error(resp: requests.Response, what: str) -> A2AUnavailable:
     if resp.status_code == 401:
         return A2AUnavailable("%s: the A2A runtime answered HTTP 401 unauthorized (check the token)" % what)
     return A2AUnavailable("%s: the A2A runtime answered HTTP %d" % (what, resp.status_code))
+
+
+def unreachable(exc: BaseException) -> bool:
+    """The call got no HTTP answer at all (refused, timed out, cut off), as opposed to an answer we refuse."""
+    return isinstance(exc.__cause__, requests.RequestException)
 
 
 class A2AClient:
@@ -122,7 +128,6 @@ class A2AClient:
             "Cache-Control": "no-store",
         }
         resp = self._request("POST", self.base_url, method, data=payload, headers=headers, stream=True)
-        closes = resp.headers.get("Connection", "").lower() == "close"
         try:
             if resp.status_code != 200:
                 raise _status_error(resp, method)
@@ -134,13 +139,7 @@ class A2AClient:
                 return A2AStream(None, rpc_id, method, preset=[result])
             if media_type != "text/event-stream":
                 raise A2AUnavailable("%s: the A2A runtime answered with content type %r" % (method, media_type))
-            stream = A2AStream(resp, rpc_id, method)
-            if closes:
-                # This runtime closes the connection of every streamed response (waitress does): the next
-                # call would wait for a TCP connect and the runtime's accept, so one is opened once this
-                # stream has been read.
-                stream.after_close = self.connect_ahead
-            return stream
+            return A2AStream(resp, rpc_id, method)
         except BaseException:
             resp.close()
             raise
@@ -185,39 +184,6 @@ class A2AClient:
     def agent_card(self) -> Dict[str, Any]:
         with self._request("GET", self.base_url + ".well-known/agent-card.json", "agent card", quick=True) as resp:
             return self._object(resp, "agent card")
-
-    def connect_ahead(self) -> bool:
-        """Leave one connected idle connection in the pool for the next call, if it has none; never raises.
-
-        Only loopback connect costs are saved; a pooled connection the runtime closes meanwhile is found
-        dropped and replaced when it is taken, as for any keep-alive connection.  Returns whether a
-        connection was opened.
-        """
-        try:
-            pool = self._pool()
-            conn = pool._get_conn(timeout=0)
-        except Exception:
-            return False
-        try:
-            if getattr(conn, "sock", None) is not None:
-                return False                 # one is already waiting (taken and put back as it was)
-            conn.timeout = self._timeout[0]
-            conn.connect()
-            return True
-        except Exception:
-            conn.close()
-            return False
-        finally:
-            pool._put_conn(conn)
-
-    def _pool(self) -> Any:
-        """The urllib3 pool ``requests`` sends this runtime's calls through."""
-        adapter = self._session.get_adapter(self.base_url)
-        prepared = requests.Request("POST", self.base_url).prepare()
-        with_context = getattr(adapter, "get_connection_with_tls_context", None)
-        if with_context is not None:
-            return with_context(prepared, verify=self._session.verify)
-        return adapter.get_connection(self.base_url)
 
     def close(self) -> None:
         self._session.close()

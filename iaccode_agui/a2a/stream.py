@@ -48,53 +48,24 @@ _scan = json.JSONDecoder().scan_once
 # it is tried again: a stream whose frames never repeat (a runtime that stamps each one) pays for a build
 # rarely, not per frame.
 _TEMPLATE_BACKOFF_MAX = 1024
-# A stream the caller stops reading is drained this far (bytes, seconds) so that its connection can go back
-# to the pool: the end of the body normally arrives with the last event, so this almost never waits.
-_DRAIN_BYTES = 65536
-_DRAIN_SECONDS = 0.02
 # Everything a broken or timed-out body read can raise, across requests/urllib3/http.client versions.
 STREAM_ERRORS = (requests.RequestException, Urllib3HTTPError, HTTPException, OSError, ValueError)
 
 
-def _shutdown_socket(resp: Any) -> bool:
-    """Shut down the socket under a streaming response so a read blocked in another thread returns now.
+def shutdown_read(resp: Any) -> bool:
+    """Shut down reading on the socket under a streaming response, so a read blocked in another thread
+    returns now; whether it did.  Never raises.
 
     ``Response.close()`` from another thread does not wake a blocked read (and races with it); a socket
-    shutdown does.  The http.client response is consulted first because it drops its socket reference as
-    soon as the body ends, *before* urllib3 hands the connection back to the pool, so a stream that has
-    already ended never shuts down a pooled connection another request may be using.  Returns whether a
-    socket was shut down; never raises.
+    shutdown does.  urllib3's ``HTTPResponse.shutdown`` (2.3 and later) refuses once the body has ended
+    and the connection went back to the pool, so a pooled connection another request may be using is
+    never shut down.
     """
-    raw = getattr(resp, "raw", resp)
     try:
-        fp_resp = getattr(raw, "_fp", None)  # http.client.HTTPResponse (urllib3 1.26 and 2.x)
-        if fp_resp is not None and hasattr(fp_resp, "fp"):
-            buffered = fp_resp.fp
-            if buffered is None:
-                return False  # body already ended; the connection may belong to the pool now
-            sock = getattr(getattr(buffered, "raw", None), "_sock", None)
-            if sock is None:
-                return False
-            return _shutdown(sock)
-        conn = getattr(raw, "_connection", None) or getattr(raw, "connection", None)
-        sock = getattr(conn, "sock", None)
-        if sock is not None:
-            return _shutdown(sock)
-        public = getattr(raw, "shutdown", None)  # urllib3 >= 2.3
-        if callable(public):
-            public()
-            return True
-    except Exception:  # private attributes may change shape; the public API raises once released
+        getattr(resp, "raw", resp).shutdown()
+    except Exception:   # released to the pool already, or not a urllib3 response
         return False
-    return False
-
-
-def _shutdown(sock: Any) -> bool:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-        return True
-    except (OSError, AttributeError):
-        return False
+    return True
 
 
 def body_reader(raw: Any, size: int) -> Callable[[], bytes]:
@@ -102,14 +73,7 @@ def body_reader(raw: Any, size: int) -> Callable[[], bytes]:
 
     ``iter_content`` would hold bytes back until EOF on a close-delimited (HTTP/1.0) body; this never does.
     """
-    read1 = getattr(raw, "read1", None)
-    if callable(read1):
-        return lambda: read1(size, decode_content=True)
-    # urllib3 < 2 has no read1: iterate chunks of a chunked body, or read1 the http.client response.
-    if getattr(raw, "chunked", False) and raw.supports_chunked_reads():
-        chunks = raw.read_chunked(size, decode_content=True)
-        return lambda: next(chunks, b"")
-    return lambda: raw._fp.read1(size)
+    return lambda: raw.read1(size, decode_content=True)
 
 
 class A2AStream:
@@ -146,8 +110,6 @@ class A2AStream:
         self._template_tried = False   # a template was built (or tried) and has not served a frame yet
         # Called each time the stream is about to wait for the network (the reader flushes its batch).
         self.before_read: Optional[Callable[[], None]] = None
-        # Called once by ``close()`` after a stream that was not aborted (the client opens the next connection).
-        self.after_close: Optional[Callable[[], Any]] = None
 
     @property
     def aborted(self) -> bool:
@@ -287,48 +249,11 @@ class A2AStream:
                 return
             self._aborted = True
             if not self._done and self._resp is not None:
-                _shutdown_socket(self._resp)
+                shutdown_read(self._resp)
 
     def close(self) -> None:
-        """Release the response (owner thread only; use ``abort()`` from other threads).
-
-        A stream read up to its last event but not to the end of its body still holds a connection that
-        could serve the next call: when the rest of the body is already there (or arrives within a few
-        milliseconds), it is read and the connection goes back to the pool instead of being closed, which
-        spares the next run a TCP connect and the runtime an accept.
-        """
-        if not self._done and not self._aborted and self._resp is not None:
-            self._drain_for_reuse(self._resp)
+        """Release the response (owner thread only; use ``abort()`` from other threads)."""
         self._finish()
-        hook, self.after_close = self.after_close, None
-        if hook is not None and not self._aborted:
-            hook()
-
-    def _drain_for_reuse(self, resp: requests.Response) -> None:
-        raw = resp.raw
-        body = getattr(raw, "_fp", None)               # the http.client response under urllib3's
-        sock = getattr(getattr(getattr(body, "fp", None), "raw", None), "_sock", None)
-        read1 = getattr(body, "read1", None)
-        if sock is None or not callable(read1) or not callable(getattr(raw, "release_conn", None)) \
-                or getattr(body, "will_close", True):
-            return                                       # the server closes this connection anyway
-        try:
-            previous = sock.gettimeout()
-            sock.settimeout(_DRAIN_SECONDS)
-            try:
-                left = _DRAIN_BYTES
-                while left > 0 and not body.isclosed():
-                    chunk = read1(min(left, _READ_SIZE))
-                    if not chunk:
-                        break
-                    left -= len(chunk)
-            finally:
-                sock.settimeout(previous)
-        except (OSError, HTTPException, ValueError):
-            return                                       # not at its end in time: it will be closed
-        with self._lock:
-            if body.isclosed() and not self._aborted:
-                raw.release_conn()                       # the body ended cleanly; the socket is reusable
 
     def _finish(self) -> None:
         with self._lock:

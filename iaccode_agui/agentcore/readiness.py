@@ -8,9 +8,7 @@ import threading
 import time
 from typing import Callable
 
-import requests
-
-from iaccode_agui.a2a.client import A2AClient, A2AUnavailable
+from iaccode_agui.a2a.client import A2AClient, A2AUnavailable, unreachable
 from iaccode_agui.errors import AguiError
 
 REMEMBER_UP = 5.0
@@ -31,7 +29,7 @@ class RuntimeProbe:
             self._client.agent_card()
         except A2AUnavailable as exc:
             # Only a failed connection means "not up": any HTTP answer proves something is listening.
-            if isinstance(exc.__cause__, requests.RequestException):
+            if unreachable(exc):
                 raise AguiError("RUNTIME_NOT_READY", headers={"Retry-After": "2"})
         except Exception:
             pass        # an odd answer is the run's problem to report, not readiness

@@ -6,7 +6,7 @@ Every open stream holds one waitress worker thread, so the pool is sized for man
 import contextlib
 import logging
 import threading
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from waitress import wasyncore
 from waitress.channel import HTTPChannel
@@ -29,10 +29,12 @@ class _RuntimeChannel(HTTPChannel):
 class DemoServer:
     """A running demo runtime; build it with ``DemoServer.start``."""
 
-    def __init__(self, runtime: ScriptedRuntime, server: Any, thread: threading.Thread, url: str) -> None:
+    def __init__(self, runtime: ScriptedRuntime, server: Any, thread: threading.Thread, url: str,
+                 socket_map: Dict[int, Any]) -> None:
         self.runtime = runtime
         self.url = url
         self._server = server
+        self._socket_map = socket_map
         self._thread = thread
         self._stopped = False
         self._stop_lock = threading.Lock()
@@ -49,7 +51,9 @@ class DemoServer:
         # Each open stream holds a thread and a connection: size the connection limit with the threads.  A
         # small output buffer per stream (waitress's default is 16 MiB) makes a reader that stops reading
         # stop its producer soon, as a runtime streaming straight to its socket would.
-        server = create_server(runtime, host=host, port=port, threads=threads, channel_request_lookahead=8,
+        socket_map: Dict[int, Any] = {}
+        server = create_server(runtime, map=socket_map, host=host, port=port, threads=threads,
+                               channel_request_lookahead=8,
                                connection_limit=threads + 100, asyncore_use_poll=True, ident="iac-code-demo",
                                outbuf_high_watermark=256 * 1024)
         server.channel_class = _RuntimeChannel
@@ -57,7 +61,7 @@ class DemoServer:
         url_host = "[%s]" % host if ":" in host else host
         thread = threading.Thread(target=server.run, name="demo-a2a-server", daemon=True)
         thread.start()
-        return cls(runtime, server, thread, "http://%s:%s/" % (url_host, bound_port))
+        return cls(runtime, server, thread, "http://%s:%s/" % (url_host, bound_port), socket_map)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop producers and streams, then the worker threads, then the sockets and the loop.
@@ -75,13 +79,13 @@ class DemoServer:
         server.task_dispatcher.shutdown(timeout=timeout)
         # Closing sockets must happen on the loop thread; the trigger runs the thunk there.
         try:
-            server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+            server.trigger.pull_trigger(lambda: wasyncore.close_all(self._socket_map))
         except OSError as exc:
             # The wake-up pipe is gone already (something else in this process closed its descriptor):
             # empty the map so the loop ends at its next poll, then close what it served from here.
             log.warning("demo runtime: its loop's wake-up pipe is already closed (%s); stopping by its map", exc)
-            dispatchers = list(server._map.values())
-            server._map.clear()
+            dispatchers = list(self._socket_map.values())
+            self._socket_map.clear()
             self._thread.join(timeout)
             for dispatcher in dispatchers:
                 with contextlib.suppress(OSError):

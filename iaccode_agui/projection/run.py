@@ -36,9 +36,14 @@ from iaccode_agui.state.model import Execution, PendingInterrupt
 Discovered = List[Tuple[Dict[str, Any], bool]]     # (sanitised input projection, sideband) pairs
 
 
-def pipeline_mode(run_mode: Optional[str], execution: Execution) -> bool:
-    """A run is a pipeline run when the client says so or the execution already carries pipeline progress."""
-    return run_mode == "pipeline" or bool(execution.pipeline_sequence or execution.pipeline_open_steps)
+def pipeline_mode(execution: Execution) -> bool:
+    """Whether a resume catches up on pipeline events: only when its execution runs a pipeline.
+
+    The mode matters on a resume only, and a resume continues the execution its thread already runs: the
+    mode chosen when that execution started, or the pipeline progress it has shown (a runtime may choose
+    the mode itself), decides, whatever ``runMode`` the resume request repeats.
+    """
+    return execution.run_mode == "pipeline" or bool(execution.pipeline_sequence or execution.pipeline_open_steps)
 
 
 def message_scope(is_resume: bool, request_digest: str) -> str:

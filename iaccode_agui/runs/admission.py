@@ -67,8 +67,8 @@ class Unsettled(Exception):
         self.active = active
 
 
-def new_execution(ros_invocation_id: str, make_id: Callable[[], str]) -> Execution:
-    return Execution(execution_id=make_id(), ros_invocation_id=ros_invocation_id)
+def new_execution(req: RunRequest, make_id: Callable[[], str]) -> Execution:
+    return Execution(execution_id=make_id(), ros_invocation_id=req.ros_invocation_id, run_mode=req.run_mode)
 
 
 def admit(previous: Optional[ThreadState], req: RunRequest, *, owner: str, now: float, lease_free: bool,
@@ -103,7 +103,7 @@ def _first_state(req: RunRequest, lease_free: bool, make_id: Callable[[], str]) 
         raise AguiError("THREAD_BUSY")    # another process is creating this very thread
     return ThreadState(thread_id=req.thread_id, context_id=context_id_for(req.thread_id), cwd=req.cwd,
                        user_id=req.user_id, session_id=None,
-                       execution=new_execution(req.ros_invocation_id, make_id))
+                       execution=new_execution(req, make_id))
 
 
 def _check_run_id(state: ThreadState, req: RunRequest) -> bool:
@@ -157,7 +157,7 @@ def _admit_new_turn(admission: Admission, req: RunRequest, now: float, make_id: 
     if execution.pending:
         raise AguiError("RESUME_REQUIRED", errors.MSG_RESUME_NOT_BY_TOOL_MESSAGE if req.tool_answer else None)
     state.mark_terminal(execution.execution_id)
-    state.execution = new_execution(req.ros_invocation_id, make_id)
+    state.execution = new_execution(req, make_id)
 
 
 def _claim(state: ThreadState, req: RunRequest, owner: str, now: float, window: Tuple[int, float, int]) -> None:

@@ -12,8 +12,6 @@ Due times are whole ``TICK`` s so the streams due in the same tick are handled i
 back to back, not spread over the interval.  A heartbeat is rounded down, to the last tick at or before
 it is due: sent up to a tick early rather than up to a tick late, because what a client needs is a write
 within every interval (a read timeout set to the interval must never fire).  Probes are rounded up.
-Under waitress the timer writes an idle stream's heartbeat itself (``SSEBody`` and
-``serving.IdleWriteTask``), so a pass is a run of writes on one thread, with no thread woken per stream.
 ``Schedule`` is the pure part (plain clock values in, entries out); ``HeartbeatTimer`` is the thread
 around it.
 """

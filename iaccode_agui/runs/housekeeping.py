@@ -2,8 +2,8 @@
 
 Every tick forgets finished runs past their window, brings replay memory under its byte budget, keeps
 each finished run whose log holds all its events as a small summary (``runs.finished``) and, once
-runs have ended (see ``iaccode_agui.allocator``), hands freed heap back to the operating system; every few
-ticks it also expires run logs on disk.  Without the
+runs have ended (see ``iaccode_agui.allocator``), collects the cycles they left; every few ticks it also
+expires run logs on disk.  Without the
 timer, a burst of large runs followed by silence would keep its memory until the next admission.
 """
 import logging
@@ -40,13 +40,15 @@ class Housekeeper:
         manager = self._manager
         manager.prune_finished()
         finished = [run.channel for run in manager.finished_runs()]
-        released = sum(channel.drop_memory() for channel in finished if channel.log_complete)
+        for channel in finished:
+            if channel.log_complete:
+                channel.drop_memory()
         live = [run.channel for run in manager.live_runs()]
-        released += manager.budget.settle(finished, live)
-        manager.summarise_finished()    # before the release below, so the graphs it frees are handed back
+        manager.budget.settle(finished, live)
+        manager.summarise_finished()    # before the collection below, so the graphs it frees are collected
         ended_total = manager.ended_total
         ended, self._ended_seen = ended_total - self._ended_seen, ended_total
-        self.releaser.note(released, ended, len(live))
+        self.releaser.note(ended, len(live))
         if sweep_logs and manager.runlogs.enabled:
             manager.runlogs.sweep()
             manager.takeover.scan()     # a sibling process that died while this one lives

@@ -69,6 +69,7 @@ class RunManager:
         self.ended_total = 0           # runs ended so far (the housekeeper releases memory after them)
         self.draining = False
         self.kind = UpstreamKind(settings.upstream_kind, client)
+        self.kind.start()
         self._idle = threading.Condition(self._lock)
         self.expiry = ExpiryScheduler(store, client, clock)
         self.history = HistoryStore(store)      # each thread's stored conversation
@@ -121,7 +122,7 @@ class RunManager:
                 run.worker.request_cancel()
 
     def upstream_is_generic(self) -> bool:
-        """A plain A2A 1.0 agent (not iac-code): decided once from its agent card's extension URIs."""
+        """A plain A2A 1.0 agent (not iac-code): settled once from its agent card, never waited for."""
         return self.kind.is_generic()
 
     # ---- start / attach -----------------------------------------------------------------------
@@ -387,6 +388,7 @@ class RunManager:
     def stop(self) -> None:
         """Stop the background timers (an embedder closing the app, or the CLI exiting)."""
         self.housekeeper.stop()
+        self.kind.stop()
         self.expiry.stop()
         self.registry.close()
         self.spares.close()
@@ -403,7 +405,7 @@ class RunManager:
             text_digests=frozenset(execution.text_snapshot_digests), resume=req.is_resume,
             interrupt_ttl=self.settings.interrupt_ttl, generic=self.upstream_is_generic(),
             pipeline_sequence=execution.pipeline_sequence, pipeline_open_steps=tuple(execution.pipeline_open_steps),
-            pipeline_mode=pipeline_mode(req.run_mode, execution), workspace_created=req.cwd_created,
+            pipeline_mode=pipeline_mode(execution), workspace_created=req.cwd_created,
             message_scope=message_scope(req.is_resume, req.digest))
 
     def _cancel_quietly(self, task_id: str, thread_id: str) -> None:

@@ -5,9 +5,7 @@ the process's one heartbeat timer (``heartbeats.shared_timer``) posts a marker o
 stream has been silent for ``heartbeat`` seconds (the generator then writes the ``: heartbeat`` comment)
 or when the client is gone (asked every ``poll`` seconds through waitress's ``waitress.client_disconnected``
 with request look-ahead, or a socket check under gunicorn).  So an idle stream's thread sleeps until there
-is something to write, instead of waking every poll to find nothing.  Under waitress the timer does not
-even wake it for a heartbeat: while the stream has nothing queued, the comment is written from the timer's
-thread through the response's ``write_idle`` (see ``serving.IdleWriteTask``).  Closing the body (waitress does when
+is something to write, instead of waking every poll to find nothing.  Closing the body (waitress does when
 a write fails, or the timer saw the client gone) detaches the client and tells the run, which decides
 whether that cancels the upstream task.
 """
@@ -24,8 +22,6 @@ from iaccode_agui.runs.heartbeats import BEAT, EARLY, GONE, Entry, HeartbeatTime
 # How long a stream waits on its queue before it makes sure the timer is still running (a guard only:
 # the timer posts long before this when the stream needs anything).
 GUARD_WAIT = 60.0
-# The environ key under which a server offers ``write_idle(chunk) -> bool`` (``serving.IdleWriteTask``).
-IDLE_WRITE_KEY = "iaccode_agui.write_idle"
 
 
 class SSEBody:
@@ -37,8 +33,7 @@ class SSEBody:
                  on_heartbeat: Optional[Callable[[], None]] = None,
                  after_first_write: Optional[Callable[[], None]] = None,
                  headers: Sequence[Tuple[str, str]] = (),
-                 timer: Optional[HeartbeatTimer] = None,
-                 write_idle: Optional[Callable[[bytes], bool]] = None) -> None:
+                 timer: Optional[HeartbeatTimer] = None) -> None:
         self._sub = sub
         self._timer = timer or shared_timer()
         self.headers = list(headers)   # response headers beyond the SSE ones (route-specific)
@@ -51,9 +46,7 @@ class SSEBody:
         self._closed = False
         self._after_first_write = after_first_write
         self._written = False
-        self._write_idle = write_idle
         self._entry: Optional[Entry] = None
-        self.idle_heartbeats = 0   # heartbeats the timer wrote itself (for tests and curiosity)
         self._gen = self._generate()
 
     def __iter__(self) -> Iterator[bytes]:
@@ -109,9 +102,8 @@ class SSEBody:
 
     def _post(self, item: object) -> bool:
         """The timer's hand-off: a gone client is always told; a heartbeat only to a stream with nothing
-        queued (anything queued is written soon anyway).  The heartbeat is written here, on the timer's
-        thread, when the server can take it at once (``write_idle``); else it is a marker on the queue,
-        only if the queue's lock is free at once (False: the timer offers it again a tick later).  Markers
+        queued (anything queued is written soon anyway), as a marker on the queue, only if the queue's
+        lock is free at once (False: the timer offers it again a tick later).  Markers
         go in past the queue's bounds (no bytes, at most one heartbeat waiting), so the timer never waits
         on a full queue."""
         queue = self._sub.queue
@@ -119,14 +111,6 @@ class SSEBody:
             queue.put_final(item)
             return True
         if queue.qsize():
-            return True
-        if self._write_idle is not None and self._written and self._write_idle(HEARTBEAT):
-            entry = self._entry
-            if entry is not None:
-                entry.last = time.monotonic()
-            self.idle_heartbeats += 1
-            if self._on_heartbeat is not None:
-                self._on_heartbeat()
             return True
         return queue.offer_marker(item)
 
@@ -141,13 +125,6 @@ class SSEBody:
             self._sub.detach()
             if self._on_close is not None:
                 self._on_close(self._finished)
-
-
-def idle_writer(environ: Dict[str, Any]) -> Optional[Callable[[bytes], bool]]:
-    """How another thread can write a chunk to this response while it is idle (waitress as run by
-    ``serving``), or None: every write then comes from the response's own thread."""
-    write = environ.get(IDLE_WRITE_KEY)
-    return write if callable(write) else None
 
 
 def client_disconnect_probe(environ: Dict[str, Any]) -> Optional[Callable[[], bool]]:

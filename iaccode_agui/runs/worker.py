@@ -53,7 +53,6 @@ class RunWorker:
         self._open_error: Optional[Exception] = None
         self._thread_started = False
         self._usage_noted = projector.usage.version
-        self._after_end: Optional[Callable[[], Any]] = None   # a stream's after-close work (see consume)
 
     # ---- control from other threads ------------------------------------------------------------
     def open(self) -> None:
@@ -131,7 +130,6 @@ class RunWorker:
                 self.recorder.release(terminal=not self.projector.pending)
             self._on_release()
             self.channel.close()
-            self._run_after_end()
             self._on_end(self)
 
     def _open_history(self) -> None:
@@ -141,14 +139,6 @@ class RunWorker:
         snapshot = history.opening() if history is not None else None
         if snapshot is not None:
             self.apply([snapshot])
-
-    def _run_after_end(self) -> None:
-        hook, self._after_end = self._after_end, None
-        if hook is not None:
-            try:
-                hook()
-            except Exception:   # only an optimisation for the next call (a connection opened ahead)
-                log.debug("after-close work of run %s failed", self.projector.ctx.run_id, exc_info=True)
 
     # ---- applying projection outputs ----------------------------------------------------------
     def apply(self, outputs: List[Any]) -> None:
@@ -267,11 +257,6 @@ class RunWorker:
         snapshot whose text was already shown.
         """
         stream = open_stream()
-        hook = getattr(stream, "after_close", None)   # an A2AStream's; other stream-likes have none
-        if hook is not None:
-            # Opening the next call's connection ahead waits until the channel is closed: run there, it
-            # would hold back the end of this run's response by a connect (0.2-0.6 ms).
-            stream.after_close = lambda: setattr(self, "_after_end", hook)
         with self._lock:
             self._stream = stream
             abort_now = self.cancel_requested and bool(self.projector.task_id)

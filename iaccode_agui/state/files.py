@@ -20,6 +20,20 @@ def os_reason(exc: OSError) -> str:
     return "%s (%s)" % (exc.strerror or exc, name) if name else str(exc.strerror or exc)
 
 
+def free_bytes(path: str) -> int:
+    """Bytes an unprivileged process may still write on the file system that holds ``path``."""
+    info = os.statvfs(path)
+    return info.f_bavail * info.f_frsize
+
+
+def size_text(count: int) -> str:
+    """``count`` bytes for a person: whole KiB below a MiB, else MiB or GiB with one decimal."""
+    for unit, shift in (("GiB", 30), ("MiB", 20)):
+        if count >= 1 << shift:
+            return "%.1f %s" % (count / (1 << shift), unit)
+    return "%d KiB" % (count // 1024)
+
+
 def make_private_dirs(path: str) -> None:
     """Create ``path`` and missing parents as 0700, whatever the umask; existing directories keep their mode."""
     missing = []

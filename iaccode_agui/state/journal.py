@@ -51,6 +51,9 @@ CHECKPOINT_BYTES = 1 << 20
 PREALLOC_STEP = 256 << 10   # a segment is written full of zeros this much at a time, ahead of its records
 CHECKPOINT_SECONDS = 1.0
 HARD_SEGMENT_BYTES = 4 * CHECKPOINT_BYTES
+# The most the two segments hold at once: each at its hard size plus the preallocation step that took it
+# there.  The store keeps that much free space for its journal (``ThreadStore.space_needed``).
+SPACE_BYTES = 2 * (HARD_SEGMENT_BYTES + PREALLOC_STEP)
 
 
 class _Segment:
@@ -106,6 +109,11 @@ class Journal:
         self._broken: Optional[OSError] = None
         self._closed = False
         self._worker: Optional[threading.Thread] = None
+
+    def held_bytes(self) -> int:
+        """Bytes its segments already own on disk (written full of zeros): appends there need no more space."""
+        with self._lock:
+            return sum(segment.allocated for segment in (self._active, self._standby) if segment is not None)
 
     # -- writing --
 

@@ -80,6 +80,7 @@ class Execution:
         self.interrupted_run_id = run_id
         self.continuations = 0
         return True
+    run_mode: Optional[str] = None   # chosen when the execution started (None: the runtime chose)
 
     def expire_interrupts(self, now: float) -> bool:
         """The one expiry rule: a single expired interrupt expires every pending one of the execution.
@@ -230,19 +231,16 @@ class ThreadState:
                                if key in self.run_digests},
             "terminalExecutionTimes": {key: value for key, value in self.terminal_times.items()
                                        if key in self.terminal_execution_ids},
-            "activeRun": None
-            if self.active_run is None
-            else {
-                "runId": self.active_run.run_id,
-                "owner": self.active_run.owner,
-                "startedAt": self.active_run.started_at,
-                "kind": self.active_run.kind,
-            },
+            "activeRun": None if self.active_run is None else {
+                "runId": self.active_run.run_id, "owner": self.active_run.owner,
+                "startedAt": self.active_run.started_at, "kind": self.active_run.kind},
         }
         if self.runtime is not None:
             doc["runtime"] = self.runtime
         if ex.interrupted_run_id is not None:
             doc["execution"].update(interruptedRunId=ex.interrupted_run_id, continuations=ex.continuations)
+        if ex.run_mode is not None:     # absent from documents written before it was kept
+            doc["execution"]["runMode"] = ex.run_mode
         found = find_secret_keys(doc)
         if found:
             raise ValueError("thread state must not contain credentials (keys: %s)" % ", ".join(sorted(found)))
@@ -368,7 +366,8 @@ def _digest(value: Any, where: str) -> str:
 
 
 def _execution(value: Any) -> Execution:
-    ex = _object(value, "execution", _EXECUTION_KEYS, optional=_OPTIONAL_EXECUTION_KEYS)
+    ex = _object(value, "execution", _EXECUTION_KEYS, optional=_OPTIONAL_EXECUTION_KEYS + ("runMode",))
+    _require(ex.get("runMode") in (None, "normal", "pipeline"), "execution.runMode must be normal or pipeline")
     cursor = ex["pipelineSequence"]
     continued = ex.get("continuations", 0)
     _require(("interruptedRunId" in ex) == ("continuations" in ex), "execution.interruptedRunId needs continuations")
@@ -388,6 +387,7 @@ def _execution(value: Any) -> Execution:
         expired_interrupt_ids=sorted(set(_string_list(ex["expiredInterruptIds"], "execution.expiredInterruptIds"))),
         interrupted_run_id=_optional(ex.get("interruptedRunId"), "execution.interruptedRunId", _string),
         continuations=continued,
+        run_mode=ex.get("runMode"),
     )
 
 

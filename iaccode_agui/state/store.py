@@ -36,14 +36,17 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 from iaccode_agui.state import journal_recovery
 from iaccode_agui.state.files import DIR_MODE as _DIR_MODE, FILE_MODE as _FILE_MODE, REPLACE_ATTEMPTS
-from iaccode_agui.state.files import (fsync_dir, make_private_dirs, no_constant, os_reason, read_regular,
-                                      replace_file, unique_keys)
+from iaccode_agui.state.files import (free_bytes, fsync_dir, make_private_dirs, no_constant, os_reason, read_regular,
+                                      replace_file, size_text, unique_keys)
 from iaccode_agui.state.flocks import close_quietly
-from iaccode_agui.state.journal import DELETE, PUT, Journal
+from iaccode_agui.state.journal import DELETE, PUT, SPACE_BYTES as JOURNAL_SPACE_BYTES, Journal
 from iaccode_agui.state.keys import thread_file_stem
 from iaccode_agui.state.model import StateCorrupt, ThreadState
 
 MAX_STATE_BYTES = 8 * 1024 * 1024
+# Free space kept beyond what the journal may yet allocate: room to replace a thread file and to append
+# run-log records meanwhile.  Start-up and /ready refuse a directory with less (``check_writable``).
+SPACE_HEADROOM = 1536 << 10
 
 log = logging.getLogger("iaccode_agui.state")
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -275,11 +278,17 @@ class ThreadStore:
 
     # -- diagnostics --
 
-    def check_writable(self) -> None:
-        """Prove the directory usable now: create it (0700) if missing, write, fsync and remove a probe file.
+    def space_needed(self) -> int:
+        """Free bytes the directory must still have: what the journal may yet allocate, plus headroom."""
+        journal = 0 if self._journal is None else JOURNAL_SPACE_BYTES - self._journal.held_bytes()
+        return max(0, journal) + SPACE_HEADROOM
 
-        Raises ``StateUnavailable`` whose message names the path and the operating system's reason, so a
-        start-up check and the readiness probe can say exactly what is wrong.
+    def check_writable(self) -> int:
+        """Prove the directory usable now: create it (0700) if missing, write, fsync and remove a probe file,
+        and find at least ``space_needed()`` bytes free; returns the bytes free.
+
+        Raises ``StateUnavailable`` whose message names the path and the operating system's reason (or the
+        space free and needed), so a start-up check and the readiness probe can say exactly what is wrong.
         """
         try:
             ThreadStore._ensure_dirs.__wrapped__(self)  # type: ignore[attr-defined]  # the caller reports it
@@ -304,6 +313,11 @@ class ThreadStore:
         except OSError as exc:
             self._dirs_ready = False
             raise StateUnavailable("%s: not writable: %s" % (self.state_dir, os_reason(exc))) from exc
+        free, needed = free_bytes(self.state_dir), self.space_needed()
+        if free < needed:
+            raise StateUnavailable("%s: %s free, a run needs %s (the state journal and room for a thread file)"
+                                   % (self.state_dir, size_text(free), size_text(needed)))
+        return free
 
     def report_failure(self, operation: str, exc: BaseException) -> None:
         """Log a failed state operation with the directory and the reason (the HTTP answer names neither)."""
