@@ -69,12 +69,14 @@ def test_the_conversation_outlives_the_run_logs_through_the_route_and_a_snapshot
     second.app.manager.runlogs.sweep(now=time.time() + 5)
     assert not [name for name in os.listdir(os.path.join(state_dir, "runs")) if name.endswith(".log")]
     stored = history(second, "h1")["messages"]
-    assert [m["role"] for m in stored] == ["user", "assistant", "tool", "user", "assistant", "tool", "activity"]
-    assert stored[0] == body1["messages"][0] and stored[3] == body2["messages"][-1]
+    # one assistant message per text segment: the text after a tool result is a message of its own
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant", "user", "assistant", "tool",
+                                           "activity", "assistant"]
+    assert stored[0] == body1["messages"][0] and stored[4] == body2["messages"][-1]
     assert stored[1]["toolCalls"][0]["function"]["name"] == "read_file"
     assert stored[2]["content"] == "# Demo workspace\n"
-    assert "Done: hello.txt was written." in stored[4]["content"]
-    answer = stored[6]["content"]["answer"]
+    assert "Done: hello.txt was written." in stored[8]["content"]
+    answer = stored[7]["content"]["answer"]
     assert answer == {"status": "resolved", "payload": {"decision": "allow_once"}}
     # A client that lost everything (a reload, another device) gets it all back, then its own message.
     body3, events = turn(second, "hello again", "h1")
@@ -117,7 +119,7 @@ def test_resume_mode_and_off(adapter_factory):
     off = adapter_factory(messages_snapshot="off", state_dir=resume_only.settings.state_dir + "-off")
     _, events = turn(off, "write a file", "h5")
     resumed = off.run(off.body(None, thread="h5", resume=allow(interrupt_of(events))))
-    assert not snapshots(resumed) and len(history(off, "h5")["messages"]) == 4
+    assert not snapshots(resumed) and len(history(off, "h5")["messages"]) == 5     # user, assistant(call), tool, activity, assistant
 
 
 def test_agentcore_route_snapshot_fits_the_event_limit_and_says_it_was_shortened(adapter_factory, workspace):
@@ -153,7 +155,7 @@ def test_a_second_process_on_the_state_directory_serves_the_same_conversation(ad
         assert snapshots(events)[0]["messages"] == mine["messages"] + body["messages"]
     finally:
         other.kill()
-    assert len(history(adapter, "h7")["messages"]) == 5
+    assert len(history(adapter, "h7")["messages"]) == 6     # user, assistant(call), tool, assistant, user, assistant
 
 
 def test_bounds_drop_the_oldest_and_mark_it(adapter_factory):
