@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from typing import Any, Callable, Dict, Iterator, List
 from urllib.parse import urlsplit
 
@@ -358,31 +359,68 @@ def test_switching_threads_shows_their_earlier_runs_again(page):
     assert "Done: hello.txt was written." in page.assistant_text()
     assert "second thread" not in text and "not shown" not in text
     assert "Tool: write_file — done" in text and "You\nChange a workspace file Allow once? — Allow once" in text
-    assert "total tokens" in page.find("usage-panel").text
-    observed = [r for r in page.assert_thread_header(page.sent(), first) if r["url"].endswith("/subscribe")]
-    assert len(observed) == 3, observed           # the three runs, each read back from its log
+    sent = page.api_requests(page.sent())
+    read = [r["url"] for r in sent if r["url"].endswith("/messages")]
+    assert read == [page.url + "ag-ui/agent/threads/%s/messages" % first], read     # the stored conversation
+    assert not [r for r in sent if r["url"].endswith("/subscribe")]
     page.shot("thread-history")
     page.assert_same_origin()
 
 
-def test_a_run_the_server_no_longer_keeps_is_named_as_not_shown(page):
-    page.open()
-    page.send("hello")
-    assert page.settled() == "Finished: success."
-    thread_id = page.thread_id()
-    # The run log of the first run is gone (as after --run-log-ttl): its execution id no longer matches.
-    page.driver.execute_script("""
-        const all = JSON.parse(localStorage.getItem('iaccode_agui.threads.v1'));
-        const th = all.find((x) => x.threadId === arguments[0]);
-        th.runs.unshift({runId: 'run-gone', text: 'an old question', executionId: 'exec-gone'});
-        localStorage.setItem('iaccode_agui.threads.v1', JSON.stringify(all));""", thread_id)
-    page.driver.refresh()
-    page.wait(lambda: page.status() == "Idle" and "You said: hello" in page.assistant_text(), "the history")
-    text = page.transcript()
-    assert "You\nan old question" in text
-    assert "Run run-gone is not shown: the server no longer keeps its events" in text
-    assert text.index("an old question") < text.index("run-gone is not shown") < text.index("You said: hello")
-    page.assert_same_origin()
+def _logs_gone(adapter: Adapter) -> None:
+    """Past the run-log TTL (1 s), the finished runs' logs are removed, as the server's sweep does."""
+    time.sleep(1.2)
+    adapter.app.manager.runlogs.sweep()
+    runs = os.path.join(adapter.settings.state_dir, "runs")
+    assert not [name for name in os.listdir(runs) if name.endswith(".log")], os.listdir(runs)
+
+
+def test_a_reload_after_the_run_logs_are_gone_shows_every_earlier_turn_from_the_stored_conversation(page, stack):
+    """The run logs expire after --run-log-ttl; the conversation (tool calls and results, the question and the
+    answer given) and the question still waiting come back from the thread's stored conversation."""
+    short = Adapter(stack.demo.url, stack.demo.token, tempfile.mkdtemp(prefix="console-ttl-"), stack.workspace,
+                    run_log_ttl=1)
+    try:
+        page.url = short.url
+        page.open()
+        page.send("tool please")
+        assert page.settled() == "Finished: success."
+        page.send("please write a file")
+        assert page.settled() == "Waiting for your answer."
+        _forget_pending(page)             # not what this browser remembered: what the server keeps
+        _logs_gone(short)
+        page.driver.refresh()
+        page.wait(lambda: page.status() == "Waiting for your answer.", "the question back after the reload")
+        assert "Change a workspace file" in page.find("interrupt-forms").text
+        assert "You\ntool please" in page.transcript() and "Tool: read_file — done" in page.transcript()
+        page.choose("Allow once")
+        assert page.answer() == "Finished: success."
+        _logs_gone(short)
+        page.drain()
+        page.driver.refresh()
+        page.wait(lambda: page.status() == "Idle" and "Done: hello.txt" in page.assistant_text(), "the conversation")
+        expected = ["You\ntool please", "Tool: read_file — done", "# Demo workspace", "You\nplease write a file",
+                    "Tool: write_file — done", "You\nChange a workspace file Allow once? — Allow once",
+                    "Done: hello.txt was written."]
+        text = page.transcript()
+        at = [text.find(item) for item in expected]
+        assert -1 not in at and at == sorted(at), (at, text)
+        assert "is not shown" not in text and page.find("interrupts").get_attribute("hidden")
+        page.shot("history-after-ttl")
+        # Every turn of the console (it sends only its new message) opens with a MESSAGES_SNAPSHOT: it shows
+        # nothing twice.
+        page.send("hello")
+        assert page.settled() == "Finished: success."
+        text = page.transcript()
+        for item in expected + ["You\nhello"]:
+            assert text.count(item) == 1, (item, text)
+        assert "Messages snapshot" not in text
+        events = page.find("event-log").get_attribute("textContent")
+        assert "MESSAGES_SNAPSHOT" in events
+        assert not [r for r in page.api_requests(page.sent()) if r["url"].endswith("/subscribe")]
+        page.assert_same_origin()
+    finally:
+        short.stop()
 
 
 def test_pipeline_steps_candidates_selection_and_confirmation(page):
@@ -515,8 +553,8 @@ def test_a_message_while_a_question_waits_keeps_the_form_and_a_reload_brings_it_
     assert page.find("message").get_attribute("value") == "hello meanwhile"
     assert not page.find("interrupts").get_attribute("hidden")
     assert not [r for r in page.api_requests(page.sent()) if r["method"] == "POST"], "nothing was sent"
-    # A reload reads the question back from the server's log of the run that asked it, even when this page's
-    # own record of it is gone.
+    # A reload reads the question back from the thread's stored conversation, even when this page's own record
+    # of it is gone.
     _forget_pending(page)
     page.driver.refresh()
     page.wait(lambda: page.status() == "Waiting for your answer.", "the question back after the reload")

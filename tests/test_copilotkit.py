@@ -20,7 +20,7 @@ from tests.test_readme import ROOT, _literal_blocks
 
 KEY = "copilotkit-key"
 ROUTES = ("agent", "root")
-CASES = ["chat", "twoTurns", "serverTool", "interrupt", "stop", "runError"]
+CASES = ["chat", "twoTurns", "lostMemory", "serverTool", "interrupt", "stop", "runError"]
 HOWTO = os.path.join(ROOT, "docs", "copilotkit.rst")
 
 
@@ -129,6 +129,30 @@ def test_two_turns_on_one_thread(reports, route):
     _succeeded(turns["first"], "You said: first turn")
     _succeeded(turns["second"], "You said: second turn")
     assert [role for role, _, _ in _conversation(turns["second"])] == ["user", "assistant", "user", "assistant"]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_runtime_that_lost_its_memory_gets_the_conversation_back_on_its_next_run(reports, route):
+    """A fresh CopilotKit runtime and page on a thread with two turns: the page sends only its new message, the
+    run opens with a MESSAGES_SNAPSHOT, and the page's agent ends the run holding the whole conversation with the
+    ids the earlier streams used."""
+    case = _case(reports[route], "lostMemory")
+    earlier = case["second"]["messages"]
+    assert [(m["role"], m["content"]) for m in earlier] == [
+        ("user", "first turn"), ("assistant", "Hello! I am the scripted runtime. You said: first turn"),
+        ("user", "second turn"), ("assistant", "Hello! I am the scripted runtime. You said: second turn")]
+    third = case["third"]
+    _succeeded(third, "You said: third turn")
+    assert third["types"][:2] == ["RUN_STARTED", "MESSAGES_SNAPSHOT"]
+    assert len(case["sentMessages"]) == 1                     # the runtime had nothing but the new message
+    held = third["messages"]
+    # @ag-ui/client merges a snapshot into the list it holds (a message it has keeps its place, the others follow
+    # in the snapshot's order): the earlier turns come back in order, with their ids, and the reply ends the list.
+    (sent,) = [m for m in held if m["id"] == case["sentMessages"][0]]
+    assert (sent["role"], sent["content"]) == ("user", "third turn")
+    assert [m for m in held if m is not sent][:4] == earlier and len(held) == 6
+    assert (held[-1]["role"], held[-1]["content"]) == ("assistant",
+                                                       "Hello! I am the scripted runtime. You said: third turn")
 
 
 @pytest.mark.parametrize("route", ROUTES)

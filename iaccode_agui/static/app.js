@@ -10,12 +10,11 @@ import { RunConnection, SESSION_HEADER, STOP_PATH, httpError, runRequests } from
 import { STOPPED, Transcript } from "./render.js";
 import { EventLog, PipelinePanel, SessionPanel, StatePanel, UsagePanel } from "./panels.js";
 import { AnswerError, interruptForm } from "./forms.js";
-import { HistoryReplay, noteSession, pendingAfter, remember, runRecord } from "./history.js";
+import { historyPath, pendingAfter, pendingIn } from "./history.js";
 import { loadCatalogs, resolveLanguage, setLanguage, t, tr, translatePage } from "./i18n.js";
 import { activeRun, prefs, threads, token } from "./store.js";
 
 const API = new URL("../", import.meta.url);          // the adapter's root, also when mounted under a prefix
-const SESSION_EVENT = "iac-code.session.v1";
 
 const panels = {
   session: new SessionPanel($("session-panel")), usage: new UsagePanel($("usage-panel")),
@@ -23,7 +22,7 @@ const panels = {
 };
 const log = new EventLog($("event-log"));
 const transcript = new Transcript($("transcript"), panels);
-const ui = { thread: null, connection: null, running: null, replay: null, forms: [], defaults: {} };
+const ui = { thread: null, connection: null, running: null, loading: null, forms: [], defaults: {} };
 
 const newId = (prefix) => `${prefix}-${crypto.randomUUID()}`;
 
@@ -149,12 +148,11 @@ function saveThread(changes = {}) {
   renderThreads();
 }
 
-// Show a thread: its settings, its earlier runs read back from the server, its pending questions (as the
-// last run's events name them; the ones remembered here when the server no longer has those events).
-// `skipRunId` is a run about to be re-attached (after a reload), not replayed twice.
-async function showThread(thread, skipRunId = null) {
-  if (ui.replay) ui.replay.abort();
-  ui.replay = null;
+// Show a thread: its settings, its conversation as the server keeps it, and the questions it still waits on
+// (the ones the stored conversation leaves unanswered; what this browser remembered when the server cannot
+// say). `reattaching`: a run about to be re-attached (after a reload), whose forms come with its events.
+async function showThread(thread, reattaching = false) {
+  ui.loading = null;
   setBusy(false);
   ui.thread = thread;
   $("thread-id").textContent = thread.threadId;
@@ -166,25 +164,33 @@ async function showThread(thread, skipRunId = null) {
   log.clear();
   showInterrupts([]);
   renderThreads();
-  const runs = (thread.runs || []).filter((r) => r.runId !== skipRunId);
   let pending = thread.pending || [];
-  if (runs.length) {
-    const replay = new HistoryReplay({ api: API, thread, runs, headers: () => headers(thread.threadId), transcript, log });
-    ui.replay = replay;
-    setBusy(true, false);
-    setStatus(tr("Showing the earlier runs of this thread…"), "busy");
-    const complete = await replay.run();
-    if (ui.replay === replay) ui.replay = null;
-    if (!complete) return false;
-    setBusy(false);
-    if (replay.pending && JSON.stringify(replay.pending) !== JSON.stringify(pending)) {
-      pending = replay.pending;
-      saveThread({ pending });
+  let stored = null;
+  if (!thread.lastRunId) return showPending(pending);      // a thread no run of which was sent yet
+  const loading = {};
+  ui.loading = loading;
+  setBusy(true, false);
+  setStatus(tr("Loading the conversation…"), "busy");
+  try {
+    stored = await getJson(historyPath(thread.threadId));
+  } catch (error) {
+    if (error.code !== "THREAD_NOT_FOUND") {
+      transcript.notice(tr("The conversation could not be loaded: {code} {message}", { code: error.code, message: error.message }), "error");
     }
-  } else if (thread.lastRunId) {
-    transcript.notice(tr("Earlier runs of this thread were made by an older console and are not shown."));
   }
-  if (skipRunId) return true;
+  if (ui.loading !== loading) return false;    // another thread was opened meanwhile
+  ui.loading = null;
+  setBusy(false);
+  if (stored) {
+    if (stored.truncated) transcript.notice(tr("The server keeps only the newest part of this conversation."));
+    transcript.show(stored.messages);
+    pending = pendingIn(stored.messages);
+    if (JSON.stringify(pending) !== JSON.stringify(thread.pending || [])) saveThread({ pending });
+  }
+  return reattaching || showPending(pending);
+}
+
+function showPending(pending) {
   showInterrupts(pending);
   setStatus(pending.length ? tr("Waiting for your answer.") : tr("Idle"), pending.length ? "wait" : "info");
   return true;
@@ -196,7 +202,7 @@ function selectThread(threadId) {
 }
 
 function newThread() {
-  return { threadId: newId("thread"), rosInvocationId: newId("inv"), title: "", pending: [], runs: [] };
+  return { threadId: newId("thread"), rosInvocationId: newId("inv"), title: "", pending: [] };
 }
 
 // ---- interrupts -----------------------------------------------------------------------------------
@@ -253,7 +259,7 @@ function runBody(text, resume) {
 // Start a run: a message (`text`), or the answers to the pending questions (`resume`, `said` in words).
 // False when it cannot start: the status says why and the message stays in its box.
 function startRun(text, resume, said = null) {
-  if (ui.connection || ui.replay) return false;
+  if (ui.connection || ui.loading) return false;
   if (!$("cwd").value.trim() && !ui.defaults.serverCwd) {
     setStatus(tr("Enter a workspace directory (cwd) first."), "error");
     $("cwd").focus();
@@ -268,11 +274,10 @@ function startRun(text, resume, said = null) {
   const body = runBody(text, resume);
   const shown = text ?? said;
   ui.lastText = text;
-  if (shown) transcript.userMessage(shown);
+  if (shown) transcript.userMessage(shown, text === null ? null : body.messages[0].id);
   prefs.set({ ...prefs.get(), cwd: $("cwd").value.trim() });
-  remember(ui.thread, runRecord(body, shown));
   saveThread({ title: ui.thread.title || (text || "").slice(0, 40), lastRunId: body.runId, lastOutcome: "running" });
-  follow(body, false);
+  follow(body, false, shown);
   return true;
 }
 
@@ -288,19 +293,16 @@ function onRunStatus(state, detail) {
   }
 }
 
-// Follow `body`'s run: a fresh start, or (reattach) a run already under way, replayed from its start.
-async function follow(body, reattach) {
+// Follow `body`'s run (`shown`: what the user said in it): a fresh start, or (reattach) a run already under
+// way, replayed from its start.
+async function follow(body, reattach, shown) {
   showInterrupts([]);
   setBusy(true);
   setStatus(reattach ? tr("Re-attaching to the run in progress…") : tr("Running…"), "busy");
-  activeRun.set({ body });   // a reload re-attaches to this run and replays it from its first event
-  const thread = ui.thread;
+  activeRun.set({ body, shown });   // a reload re-attaches to this run and replays it from its first event
   const connection = new RunConnection({
     api: API, threadId: body.threadId, requests: runRequests(body), headers: () => headers(body.threadId), reattach,
     onEvent: (event, id) => {
-      if (event.type === "CUSTOM" && event.name === SESSION_EVENT && noteSession(thread, body.runId, event.value)) {
-        saveThread();
-      }
       transcript.event(event);
       log.add(event, id);
     },
@@ -340,7 +342,6 @@ function finish(result, body) {
     const { code, message, status } = result.error;
     if (status >= 400) {
       // Refused: the run never started. Its message goes back in the box (e.g. to send after the token).
-      ui.thread.runs = (ui.thread.runs || []).filter((r) => r.runId !== body.runId);
       if (ui.lastText && !$("message").value) $("message").value = ui.lastText;
     }
     if (status === 401) askToken(message);
@@ -362,7 +363,7 @@ function finish(result, body) {
 }
 
 // The server waits on answers this page does not show (asked in another tab): the thread is shown again, its
-// runs read back from the server name the questions. The refused message stays in its box.
+// stored conversation names the questions. The refused message stays in its box.
 async function resync(code, message) {
   saveThread({ lastOutcome: `error ${code}` });
   if (!(await showThread(ui.thread))) return;
@@ -436,15 +437,16 @@ async function start() {
   await loadCatalogs();
   wire();
   applyLanguage();
-  const pending = activeRun.get();
-  const known = pending && threads.get(pending.body.threadId);
-  const shown = showThread(known || threads.list()[0] || newThread(), known ? pending.body.runId : null);
+  const active = activeRun.get();
+  const known = active && threads.get(active.body.threadId);
+  const shown = showThread(known || threads.list()[0] || newThread(), Boolean(known));
   probe();      // after the thread is chosen: the probes carry its session header too
   if (!known || !(await shown)) return;
-  const record = (known.runs || []).find((r) => r.runId === pending.body.runId);
-  if (record && record.text) transcript.userMessage(record.text);
-  transcript.notice(tr("The page was reloaded during run {run}; re-attaching.", { run: pending.body.runId }));
-  follow(pending.body, true);
+  // The run's own message is stored when the run ends: shown here, with its id, before the run's events.
+  const message = active.body.messages[0];
+  if (active.shown) transcript.userMessage(active.shown, message ? message.id : null);
+  transcript.notice(tr("The page was reloaded during run {run}; re-attaching.", { run: active.body.runId }));
+  follow(active.body, true, active.shown);
 }
 
 start();

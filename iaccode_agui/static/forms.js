@@ -205,9 +205,9 @@ class InterruptForm {
       payload: this.schemaChoices === null ? payload.payload : payload };
   }
 
-  // The transcript's line for the user's answer `entry`: the question, then the choice and what was typed.
-  said(entry) {
-    const choice = this.choices[this.radios.findIndex((r) => r.checked)];
+  // The transcript's line for the user's answer `entry` (given with `choice`): the question, then the choice
+  // and what was typed.
+  said(entry, choice = this.choices[this.radios.findIndex((r) => r.checked)]) {
     const typed = entry.status === "cancelled" ? [] : Object.entries(this.schemaChoices === null
       ? { payload: entry.payload } : entry.payload).filter(([name]) => !(name in choice.fixed))
       .map(([, value]) => (typeof value === "string" ? value : JSON.stringify(value)));
@@ -228,4 +228,16 @@ class InterruptForm {
 
 export function interruptForm(interrupt) {
   return new InterruptForm(interrupt);
+}
+
+// An answer the thread's stored conversation keeps ({status, payload}), in the words said() gave it when it
+// was sent: the choice is the most specific one whose fixed values the payload holds.
+export function answerWords(interrupt, answer) {
+  const form = new InterruptForm(interrupt);
+  const payload = answer.payload && typeof answer.payload === "object" ? answer.payload : {};
+  const fits = (c) => !c.cancel && Object.entries(c.fixed).every(([k, v]) => JSON.stringify(payload[k]) === JSON.stringify(v));
+  const size = (c) => Object.keys(c.fixed).length;
+  const choice = answer.status === "cancelled" ? form.choices[form.choices.length - 1]
+    : form.choices.filter(fits).sort((a, b) => size(b) - size(a))[0] || jsonAnswer();
+  return form.said({ interruptId: interrupt.id, ...answer }, choice);
 }

@@ -1,13 +1,13 @@
-// Earlier runs of a thread, shown again when the thread is opened: each run the page started is read back
-// from the server's run log through the read-only observer route, from its first event. The server keeps a
-// finished run's log for a while (--run-log-ttl, 600 s by default); a run it no longer has is named in the
-// transcript as not shown, so a short transcript is never mistaken for the whole conversation. The last run's
-// terminal event also says which interrupts the thread still waits on, so a reload brings their forms back.
+// A thread's conversation as the server keeps it: GET ag-ui/agent/threads/{threadId}/messages answers with
+// the thread's AG-UI messages for as long as the server keeps the thread, on every host that serves it (see
+// docs/history.rst). Opening a thread or reloading the page shows them; the interrupts the conversation
+// shows unanswered at its end are the questions the thread still waits on, so a reload brings their forms back.
 
-import { RunConnection, observerRequests } from "./stream.js";
-import { tr } from "./i18n.js";
+export const INTERRUPT_ACTIVITY = "iac-code.interrupt.v1";
 
-export const MAX_RUNS = 30;    // runs remembered per thread (localStorage is small)
+export function historyPath(threadId) {
+  return `ag-ui/agent/threads/${encodeURIComponent(threadId)}/messages`;
+}
 
 // Errors after which the server no longer waits for the answers that were pending.
 const ENDS_INTERRUPTS = new Set(["CANCELLED", "RUN_CANCELLED", "EXECUTION_EXPIRED", "EXECUTION_LOST",
@@ -24,76 +24,12 @@ export function pendingAfter(previous, result, resumed) {
   return outcome.type === "interrupt" ? outcome.interrupts || [] : [];
 }
 
-// The page's record of a run: what the user sent (a message, or the answers in words), and the ids the
-// observer route asks for once the run's session event has named them.
-export function runRecord(body, text) {
-  return { runId: body.runId, text, answered: Array.isArray(body.resume) };
-}
-
-export function remember(thread, record) {
-  thread.runs = [...(thread.runs || []).filter((r) => r.runId !== record.runId), record].slice(-MAX_RUNS);
-}
-
-export function noteSession(thread, runId, value) {
-  const record = (thread.runs || []).find((r) => r.runId === runId);
-  if (!record || !value) return false;
-  record.executionId = value.executionId || record.executionId;
-  record.rosInvocationId = value.rosInvocationId || record.rosInvocationId;
-  return true;
-}
-
-// Render `runs` of `thread` one after the other; resolves to false when stopped by abort() (the user
-// switched threads), true otherwise. Each run's events go through the same handlers as a live stream.
-// `pending` is then the interrupts pending after the last run, or null when its events could not be read.
-export class HistoryReplay {
-  constructor({ api, thread, runs, headers, transcript, log }) {
-    Object.assign(this, { api, thread, runs, headers, transcript, log });
-    this.connection = null;
-    this.stopped = false;
-    this.pending = null;
-  }
-
-  abort() {
-    this.stopped = true;
-    if (this.connection) this.connection.abort();
-  }
-
-  async run() {
-    for (const record of this.runs) {
-      if (this.stopped) return false;
-      if (record.text) this.transcript.userMessage(record.text);
-      else if (record.answered) this.transcript.notice(tr("Answers sent (run {run}).", { run: record.runId }));
-      const before = this.pending || [];
-      this.pending = null;
-      if (!record.executionId) {
-        this.transcript.notice(tr("Run {run} is not shown: it ended before the server announced it.",
-          { run: record.runId }), "warning");
-        continue;
-      }
-      const result = await this.one(record);
-      if (result.terminal) this.pending = pendingAfter(before, result, record.answered);
-      else if (result.error && !this.stopped) {
-        const code = result.error.code;
-        this.transcript.notice(tr("Run {run} is not shown: the server no longer keeps its events (finished runs are kept for --run-log-ttl seconds; {code}).", { run: record.runId, code }), "warning");
-      }
-    }
-    return !this.stopped;
-  }
-
-  // Follows one run's log to its terminal event: RunConnection's result ({terminal}, or {error} when the
-  // server cannot show it).
-  async one(record) {
-    const run = { threadId: this.thread.threadId, runId: record.runId, executionId: record.executionId,
-      rosInvocationId: record.rosInvocationId || this.thread.rosInvocationId };
-    this.connection = new RunConnection({
-      api: this.api, threadId: run.threadId, requests: observerRequests(run), headers: this.headers,
-      onEvent: (event, id) => {
-        this.transcript.event(event);
-        this.log.add(event, id);
-      },
-    });
-    const result = await this.connection.run();
-    this.connection = null;
-    return result;
-  }
+// The interrupts a stored conversation leaves waiting: the ones after its last user message (a later turn
+// supersedes the questions before it) that carry no answer. The server writes the conversation before it
+// lets the thread's next run start, so this is what it waits on; an expired one shows as expired in its form.
+export function pendingIn(messages) {
+  let last = -1;
+  messages.forEach((message, index) => { if (message.role === "user") last = index; });
+  return messages.slice(last + 1).filter((m) => m.role === "activity" && m.activityType === INTERRUPT_ACTIVITY
+    && m.content && m.content.interrupt && !m.content.answer).map((m) => m.content.interrupt);
 }

@@ -4,6 +4,8 @@
 
 import { el, pretty, definitions } from "./dom.js";
 import { setLabel, tr } from "./i18n.js";
+import { answerWords } from "./forms.js";
+import { INTERRUPT_ACTIVITY } from "./history.js";
 
 const SESSION_EVENT = "iac-code.session.v1";
 const ARTIFACT_EVENT = "iac-code.artifact.v1";
@@ -13,6 +15,13 @@ const TOOL_PROGRESS_EVENT = "iac-code.tool-progress.v1";
 const USAGE_EVENT = "agentcore.usage";
 // A run stopped on request ends with one of these: it reads as stopped, not as a failure.
 export const STOPPED = new Set(["RUN_CANCELLED", "CANCELLED"]);
+const interruptMessageId = (interrupt) => `interrupt-${interrupt.id}`;   // the id the stored conversation gives it
+
+// A stored user message's text: its parts joined (an image is stored as a text part that names it).
+function textOf(content) {
+  if (typeof content === "string") return content;
+  return (Array.isArray(content) ? content : []).map((part) => part.text ?? `[${part.type}]`).join("\n");
+}
 
 // A tool input the runtime withholds arrives as {"summary": {"fields": ...}}: its field names, or null.
 function withheld(raw) {
@@ -32,6 +41,7 @@ export class Transcript {
     this.messages = new Map();   // messageId -> {segment, text} of the current run
     this.reasoning = new Map();  // messageId -> <p> of the reasoning block
     this.tools = new Map();      // toolCallId -> card parts (kept across the runs of a thread)
+    this.known = new Set();      // ids of the messages shown (the stream's ids, which the server stores)
     this.handlers = {
       RUN_STARTED: (e) => this.runStarted(e),
       TEXT_MESSAGE_START: (e) => this.textSegment(e.messageId, e.role),
@@ -46,7 +56,7 @@ export class Transcript {
       TOOL_CALL_START: (e) => this.toolStart(e.toolCallId, e.toolCallName),
       TOOL_CALL_ARGS: (e) => this.toolArgs(e.toolCallId, e.delta),
       TOOL_CALL_END: (e) => this.toolEnd(e.toolCallId),
-      TOOL_CALL_RESULT: (e) => this.toolResult(e.toolCallId, e.content),
+      TOOL_CALL_RESULT: (e) => this.toolResult(e.toolCallId, e.content, e.messageId),
       CUSTOM: (e) => this.custom(e),
       STEP_STARTED: (e) => panels.pipeline.step(e.stepName, "running"),
       STEP_FINISHED: (e) => panels.pipeline.step(e.stepName, "done"),
@@ -54,7 +64,7 @@ export class Transcript {
       ACTIVITY_DELTA: (e) => panels.pipeline.activityDelta(e, (text) => this.notice(text, "warning")),
       STATE_SNAPSHOT: (e) => panels.state.snapshot(e.snapshot),
       STATE_DELTA: (e) => panels.state.delta(e.delta, (text) => this.notice(text, "warning")),
-      MESSAGES_SNAPSHOT: (e) => this.messagesSnapshot(e.messages),
+      MESSAGES_SNAPSHOT: (e) => this.show(e.messages),
       RUN_FINISHED: (e) => this.runFinished(e),
       RUN_ERROR: (e) => this.runError(e),
     };
@@ -65,6 +75,7 @@ export class Transcript {
     this.messages.clear();
     this.reasoning.clear();
     this.tools.clear();
+    this.known.clear();
   }
 
   append(node) {
@@ -79,8 +90,46 @@ export class Transcript {
     else this.notice(tr("event {type}", { type: event && event.type }), "info");
   }
 
-  userMessage(text) {
-    this.append(el("div", { class: "msg user" }, el("span", { class: "who", ...tr("You") }), el("p", { text })));
+  userMessage(text, messageId = null) {
+    if (messageId) this.known.add(messageId);
+    this.append(el("div", { class: "msg user", "data-message-id": messageId }, el("span", { class: "who", ...tr("You") }),
+      el("p", { text })));
+  }
+
+  // Stored messages (the thread's conversation, or a MESSAGES_SNAPSHOT), in order: the ones not shown yet,
+  // as their live events show them. The ids are the ones the streams used, so a snapshot of what this page
+  // followed adds nothing, and one that holds turns made elsewhere (another tab or device) adds those.
+  show(messages) {
+    for (const message of messages || []) {
+      const known = this.known.has(message.id);
+      if (message.role === "user" && !known) this.userMessage(textOf(message.content), message.id);
+      else if (message.role === "assistant") this.storedAssistant(message, known);
+      else if (message.role === "tool" && !known) this.toolResult(message.toolCallId, message.content, message.id);
+      else if (message.role === "activity" && message.activityType === INTERRUPT_ACTIVITY) this.storedInterrupt(message, known);
+      else if (message.role === "activity") this.panels.pipeline.activity({ ...message, messageId: message.id });
+    }
+  }
+
+  storedAssistant(message, known) {
+    if (!known && message.content) {
+      this.textSegment(message.id);
+      this.textDelta(message.id, message.content);
+      this.textEnd(message.id);
+    }
+    for (const call of message.toolCalls || []) {
+      if (this.tools.has(call.id)) continue;
+      this.toolArgs(call.id, call.function.arguments, call.function.name);
+      this.toolEnd(call.id);
+    }
+  }
+
+  // An interrupt and the answer given to it (the answer reads as the user's, as when it was sent).
+  storedInterrupt(message, known) {
+    const { interrupt, answer } = message.content || {};
+    if (known || !interrupt) return;
+    this.known.add(message.id);
+    this.asked(interrupt);
+    if (answer) this.userMessage(answerWords(interrupt, answer));
   }
 
   // `content`: text as it came (e.g. from the server), or a label from tr().
@@ -97,6 +146,7 @@ export class Transcript {
 
   // A new segment when anything else was rendered since the last delta, so the page stays chronological.
   textSegment(messageId, role = "assistant") {
+    this.known.add(messageId);
     const body = el("p", { class: "text" });
     const segment = el("div", { class: `msg ${role === "user" ? "user" : "assistant"}`, "data-message-id": messageId },
       el("span", { class: "who", ...(role === "user" ? tr("You") : tr("Assistant")) }), body);
@@ -151,8 +201,8 @@ export class Transcript {
     this.toolCard(toolCallId, name);
   }
 
-  toolArgs(toolCallId, delta) {
-    const card = this.toolCard(toolCallId);
+  toolArgs(toolCallId, delta, name = undefined) {
+    const card = this.toolCard(toolCallId, name);
     card.raw += delta || "";
     card.args.textContent = card.raw;
   }
@@ -180,7 +230,8 @@ export class Transcript {
       [tr("options"), options.filter(Boolean).join(" · ")]]));
   }
 
-  toolResult(toolCallId, content) {
+  toolResult(toolCallId, content, messageId = null) {
+    if (messageId) this.known.add(messageId);
     const card = this.toolCard(toolCallId);
     setLabel(card.status, card.failed ? tr("failed") : tr("done"));
     card.result.replaceChildren(el("strong", tr("Result")), el("pre", { text: String(content ?? "") }));
@@ -222,18 +273,15 @@ export class Transcript {
     }
   }
 
-  messagesSnapshot(messages) {
-    const items = (messages || []).map((m) => el("li", {}, el("strong", { text: `${m.role}: ` }),
-      typeof m.content === "string" ? m.content : pretty(m.content)));
-    this.append(el("details", { class: "custom" }, el("summary", tr("Messages snapshot")), el("ol", {}, items)));
-  }
-
   runFinished(event) {
     this.panels.usage.add(event.usage);
     const outcome = (event.outcome && event.outcome.type) || "success";
     const text = outcome === "interrupt" ? tr("Run finished: waiting for your answer") : tr("Run finished: {outcome}", { outcome });
     this.append(el("p", { class: `run-mark outcome-${outcome}`, ...text }));
-    if (outcome === "interrupt") for (const interrupt of event.outcome.interrupts || []) this.asked(interrupt);
+    for (const interrupt of outcome === "interrupt" ? event.outcome.interrupts || [] : []) {
+      this.known.add(interruptMessageId(interrupt));
+      this.asked(interrupt);
+    }
   }
 
   runError(event) {

@@ -18,7 +18,6 @@ const REATTACH_ATTEMPTS = 6;
 export const RUN_PATH = "ag-ui/agent";
 export const STOP_PATH = "ag-ui/agent/stop";
 export const SESSION_HEADER = "X-AgentCore-Session-ID";
-const SUBSCRIBE_PATH = "extensions/iac-code/v1/executions/%s/subscribe";
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class HttpError extends Error {
@@ -56,14 +55,6 @@ export function attachBody(run, after) {
 // (only RUN_STARTED, which carries nothing to show, is not replayed).
 export function runRequests(body) {
   return (after, fresh) => ({ path: RUN_PATH, body: fresh ? body : attachBody(body, after ?? 0) });
-}
-
-// Requests of a read-only observer of a kept run log (live or finished): from its first event, then
-// from where the broken stream left off. Its leaving never affects the run.
-export function observerRequests(run) {
-  const path = SUBSCRIBE_PATH.replace("%s", encodeURIComponent(run.executionId));
-  const identity = { threadId: run.threadId, runId: run.runId, rosInvocationId: run.rosInvocationId };
-  return (after) => ({ path, body: after === null ? identity : { ...identity, afterSequence: after } });
 }
 
 export class RunConnection {

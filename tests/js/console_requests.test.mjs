@@ -2,7 +2,7 @@
 // under node --test.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { attachBody, observerRequests, runRequests, RUN_PATH, STOP_PATH } from "../../iaccode_agui/static/stream.js";
+import { attachBody, runRequests, RUN_PATH, STOP_PATH } from "../../iaccode_agui/static/stream.js";
 import { resolveLanguage, t } from "../../iaccode_agui/static/i18n.js";
 
 const body = { threadId: "th-1", runId: "run-1", state: {}, tools: [], context: [],
@@ -20,11 +20,8 @@ test("a run starts with its RunAgentInput and re-attaches with the AgentCore att
   assert.equal(STOP_PATH, "ag-ui/agent/stop");
 });
 
-test("an observer starts from the first event and resumes after the last one seen", () => {
-  const requests = observerRequests({ threadId: "th-1", runId: "run-1", executionId: "ex/1", rosInvocationId: "inv" });
-  assert.deepEqual(requests(null), { path: "extensions/iac-code/v1/executions/ex%2F1/subscribe",
-    body: { threadId: "th-1", runId: "run-1", rosInvocationId: "inv" } });
-  assert.equal(requests(4).body.afterSequence, 4);
+test("the conversation is read from the AgentCore history route, the thread id percent-encoded", () => {
+  assert.equal(historyPath("th/1 x"), "ag-ui/agent/threads/th%2F1%20x/messages");
 });
 
 test("labels: English by default, placeholders filled, unknown languages fall back", () => {
@@ -35,7 +32,7 @@ test("labels: English by default, placeholders filled, unknown languages fall ba
   assert.equal(resolveLanguage("", ["ko-KR"]), "en");
 });
 
-import { pendingAfter } from "../../iaccode_agui/static/history.js";
+import { historyPath, pendingAfter, pendingIn } from "../../iaccode_agui/static/history.js";
 
 test("pending questions after a run: named by its end, kept by a refusal, ended by the errors that end them", () => {
   const asked = [{ id: "permission-1" }];
@@ -52,4 +49,17 @@ test("pending questions after a run: named by its end, kept by a refusal, ended 
   assert.deepEqual(pendingAfter(asked, failed("A2A_UNAVAILABLE"), true), asked);
   assert.deepEqual(pendingAfter(asked, failed("RUN_CANCELLED"), true), []);
   assert.deepEqual(pendingAfter(asked, failed("A2A_UNAVAILABLE"), false), []);
+});
+
+test("pending questions in a stored conversation: the unanswered interrupts after its last user message", () => {
+  const user = (id) => ({ id, role: "user", content: id });
+  const asked = (id, answer) => ({ id: `interrupt-${id}`, role: "activity", activityType: "iac-code.interrupt.v1",
+    content: answer ? { interrupt: { id }, answer } : { interrupt: { id } } });
+  const pipeline = { id: "p", role: "activity", activityType: "iac-code.pipeline.v1", content: {} };
+  const call = { id: "a", role: "assistant", toolCalls: [{ id: "c", type: "function", function: { name: "w", arguments: "{}" } }] };
+  assert.deepEqual(pendingIn([]), []);
+  assert.deepEqual(pendingIn([user("u1"), call, asked("i1"), pipeline, asked("i2")]), [{ id: "i1" }, { id: "i2" }]);
+  assert.deepEqual(pendingIn([user("u1"), call, asked("i1", { status: "resolved", payload: {} })]), []);
+  // a later turn supersedes the questions before it (they had expired)
+  assert.deepEqual(pendingIn([user("u1"), call, asked("i1"), user("u2")]), []);
 });

@@ -158,6 +158,20 @@ const CASES = {
     return { first: await view.send("first turn"), second: await view.send("second turn") };
   },
 
+  // A CopilotKit runtime that lost its memory (restarted): a fresh runtime and a fresh page on a thread that
+  // already has two turns. The page sends only its new message; the adapter's MESSAGES_SNAPSHOT gives the
+  // conversation back, so the page's agent ends the run holding all of it.
+  async lostMemory(runtimeUrl) {
+    const threadId = "ck-lost-" + config.route;
+    const before = await page(runtimeUrl, threadId);
+    const first = await before.send("first turn");
+    const second = await before.send("second turn");
+    const fresh = new HttpAgent({ url: adapterUrl(config.adapter), headers: adapterHeaders(), fetch: recordingFetch });
+    const after = await page(await startRuntime(fresh), threadId);
+    const third = await after.send("third turn");
+    return { first, second, third, sentMessages: wire[wire.length - 1].body.messages.map((m) => m.id) };
+  },
+
   async serverTool(runtimeUrl) {
     const view = await page(runtimeUrl, "ck-tool-" + config.route);
     return view.send("use a tool");
