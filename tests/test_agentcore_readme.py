@@ -1,18 +1,18 @@
-"""The README's AgentCore curl examples (run, attach, stop) work as printed."""
+"""The AgentCore curl examples of docs/http-api.rst (run, attach, stop) work as printed."""
 import json
 import re
 
 from tests.agui_checker import parse_sse
 from tests.harness import SSEReader
-from tests.test_readme import _literal_blocks
+from tests.test_readme import _literal_blocks, doc
 
 
 def _examples():
-    block = next(block for block in _literal_blocks() if "/ag-ui/agent/stop" in block and "afterSequence" in block)
+    block = next(block for block in _literal_blocks(doc("http-api.rst")) if "/ag-ui/agent/stop" in block and "afterSequence" in block)
     commands = [command for command in block.split("\n\n") if command.strip()]
     parsed = []
     for command in commands:
-        path = re.search(r"http://127\.0\.0\.1:8000/(\S+)", command).group(1)
+        path = re.search(r"http://127\.0\.0\.1:\$PORT/([^\s\"]+)", command).group(1)
         body = json.loads(re.search(r"-d '(.*)'", command, re.S).group(1))
         headers = dict(re.findall(r"-H '([^:]+): ([^']+)'", command))
         parsed.append((path, body, headers))

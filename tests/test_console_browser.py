@@ -39,7 +39,7 @@ class Stack:
         self.workspace = os.path.realpath(os.path.join(root, "ws"))
         os.mkdir(self.workspace)
         self.demo = DemoServer.start(token="demo-token", ping_interval=0.5, slow_interval=SLOW_INTERVAL)
-        # The README's default command: no --reconnect-grace.  The console runs on the AgentCore route, where
+        # The quick start's default command: no --reconnect-grace.  The console runs on the AgentCore route, where
         # a cut connection or a page reload does not cancel the run, so it needs none.
         self.adapter = Adapter(self.demo.url, self.demo.token, os.path.join(root, "state"), self.workspace)
         assert self.adapter.settings.reconnect_grace == 0

@@ -3,7 +3,7 @@
 The adapter must not assume it owns the URL root or that it runs on waitress: the same stack is served by
 waitress and by the stdlib ``wsgiref`` server (threaded), which has no ``waitress.client_disconnected``
 probe, so there a vanished client is only noticed when a heartbeat write fails.  The stack below is the
-example the README gives to embedders; the README's own ``app.py`` also runs as a process, stopped by Ctrl-C.
+example docs/operations.rst gives to embedders; its ``app.py`` also runs as a process, stopped by Ctrl-C.
 
 Live streams are read with ``http.client``'s ``read1``: wsgiref answers HTTP/1.0 with a close-delimited
 body, which ``requests``' ``iter_content`` only hands over once the connection closes, while a browser's
@@ -34,7 +34,7 @@ from iaccode_agui.upstream import free_loopback_port
 from tests.adapter_process import post_run, run_body
 from tests.agui_checker import check_stream, parse_sse, types
 from tests.harness import SSEReader, interrupt_of, session_of, text_of, wait_for
-from tests.test_readme import ROOT, _literal_blocks
+from tests.test_readme import ROOT, _literal_blocks, doc
 
 PREFIX = "/agui"
 
@@ -235,9 +235,9 @@ def test_sse_streams_before_the_run_ends_and_disconnect_cancels(site, demo):
 
 
 def test_the_readme_example_stops_cleanly_on_ctrl_c(tmp_path):
-    """The README's ``app.py`` as a process: Ctrl-C during a run ends that run with its ``RUN_ERROR`` on the
+    """The ``app.py`` of docs/operations.rst as a process: Ctrl-C during a run ends that run with its ``RUN_ERROR`` on the
     open stream, writes the thread down as idle and exits 0 (only the port and the drain are changed)."""
-    example = next(block for block in _literal_blocks() if "DispatcherMiddleware(site" in block)
+    example = next(block for block in _literal_blocks(doc("operations.rst")) if "DispatcherMiddleware(site" in block)
     port = free_loopback_port()
     assert "port=8080" in example
     (tmp_path / "app.py").write_text(example.replace("port=8080", "port=%d" % port).replace(

@@ -15,7 +15,7 @@ from iaccode_agui.config import ConfigError
 from iaccode_agui.upstream import free_loopback_port
 from tests.adapter_process import run_body
 from tests.harness import wait_for
-from tests.test_readme import ROOT, _literal_blocks
+from tests.test_readme import ROOT, _literal_blocks, quick_start  # noqa: F401 (a fixture)
 from tests.tools_loader import load_tool
 
 DOC = os.path.join(ROOT, "docs", "operations.rst")
@@ -29,17 +29,6 @@ def _blocks():
 def _block(needle: str) -> str:
     (block,) = [block for block in _blocks() if needle in block]
     return block
-
-
-@pytest.fixture
-def quick_start(tmp_path):
-    """A directory laid out as the quick start leaves it: ``.venv`` is this interpreter's environment."""
-    venv = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
-    if not os.path.exists(os.path.join(venv, "pyvenv.cfg")):
-        pytest.skip("the tests do not run in a virtual environment: no .venv to mirror")
-    os.symlink(venv, str(tmp_path / ".venv"))
-    env = dict(os.environ, HOME=str(tmp_path), PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return str(tmp_path), {k: v for k, v in env.items() if not k.startswith("IAC_CODE_AGUI_")}
 
 
 def _bash(script: str, cwd: str, env, **popen):

@@ -1,4 +1,4 @@
-"""Behaviour the README lists as a deliberate difference from ``iac-code agui``, pinned end to end."""
+"""Behaviour docs/migration.rst lists as a deliberate difference from ``iac-code agui``, pinned end to end."""
 from tests.harness import interrupt_of
 
 
