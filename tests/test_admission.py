@@ -174,6 +174,11 @@ def test_what_is_never_a_continuation():
     assert code_of(lambda: admit(interrupted(continuations=MAX_CONTINUATIONS), request(run="r1", resume=ANSWER),
                                  owner="me", now=NOW, lease_free=True))[0] == "RUN_ID_CONFLICT"
     assert (MAX_CONTINUATIONS + 1) * SEGMENT_SPAN < min(10 ** 15, 2 ** 53)
+    # A resume under the interrupted run's id that answers something the run did not leave waiting (an
+    # earlier interrupt of a run that asked twice): another request reusing the run id, not its continuation.
+    stale = [{"interruptId": "p-0", "status": "resolved", "payload": {"decision": "allow_once"}}]
+    assert code_of(lambda: admit(interrupted(), request(run="r1", digest="b" * 64, resume=stale), owner="me",
+                                 now=NOW, lease_free=True))[0] == "RUN_ID_CONFLICT"
 
 
 def test_a_continuation_whose_run_id_left_the_window_is_still_one():

@@ -110,13 +110,23 @@ def _check_run_id(state: ThreadState, req: RunRequest) -> bool:
     """Refuse a run id used before, unless this resume continues the run it names; True for a continuation."""
     execution = state.execution
     continues = req.is_resume and req.run_id == execution.interrupted_run_id \
-        and execution.continuations < MAX_CONTINUATIONS
+        and execution.continuations < MAX_CONTINUATIONS and _answers_what_it_left(execution, req)
     known_digest = state.run_digests.get(req.run_id)
     if known_digest is not None:
         refusal = RUN_ID_REUSE[(known_digest == req.digest, continues)]
         if refusal is not None:
             raise AguiError(refusal)
     return continues
+
+
+def _answers_what_it_left(execution: Execution, req: RunRequest) -> bool:
+    """A continuation answers the interrupts its run left waiting (pending, or expired since).
+
+    Anything else under that run id is another request reusing it: refused, so a stale or foreign answer
+    can never take the run id over and replace the log that shows the interrupts still waiting.
+    """
+    waiting = set(execution.pending) | set(execution.expired_interrupt_ids)
+    return bool(req.resume) and all(entry.get("interruptId") in waiting for entry in req.resume or ())
 
 
 def _take_over_dead_run(admission: Admission, lease_free: bool) -> None:
