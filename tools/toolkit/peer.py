@@ -12,9 +12,7 @@ import sys
 import time
 from typing import List, Optional
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import iaccode_env  # noqa: E402
+from . import iaccode_env
 
 REQUIREMENTS: List[str] = ["iac-code[a2a,agui]==%s" % iaccode_env.IACCODE_VERSION,
                            "a2a-sdk[http-server,signing]==1.1.5"]

@@ -10,7 +10,7 @@ by phase (``bench_breakdown``'s tracer, plus the admission's own file operations
 probe times the bare operations an admission performs in each ``threads`` directory: create a lock file,
 look up a missing name, write and rename a file over another, all interleaved the same way.
 
-    python tools/bench_populated.py [--populations 100,10000,100000] [--runs 30] [--json out.json]
+    python tools/bench.py --section populated [--populations 100,10000,100000] [--runs 30] [--json out.json]
 """
 import argparse
 import json
@@ -23,15 +23,11 @@ import time
 import uuid
 from typing import Any, Dict, List
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(1, os.path.dirname(HERE))
-
-import bench_breakdown as breakdown  # noqa: E402
-import bench_client as client  # noqa: E402
-import bench_growth as growth  # noqa: E402
-import bench_phases as phases  # noqa: E402
-import bench_procs as procs  # noqa: E402
+from . import breakdown
+from . import client
+from . import growth
+from . import phases
+from . import procs
 
 PHASES = ("admission transaction", "  lock files (open + flock)", "  state read", "  state file write",
           "    journal append + group sync", "journal fdatasync", "    temp file + rename", "run log create",
@@ -161,12 +157,17 @@ def render(figures: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Any = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python tools/bench.py --section populated", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--populations", default="100,10000,100000")
     parser.add_argument("--runs", type=int, default=30, help="runs per population (default 30)")
     parser.add_argument("--json", help="also write the figures to this JSON file")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Any = None) -> int:
+    args = build_parser().parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="iaccode-populated-")
     try:
         figures = measure(sorted(int(p) for p in args.populations.split(",")), args.runs, tmp)
