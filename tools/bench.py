@@ -29,7 +29,7 @@ from toolkit import floor as bench_floor, phases, procs
 from toolkit.report import render
 
 
-PACE = "pace 20 5"      # 20 stamped deltas 5 ms apart, after the run has settled (bench_servers.py)
+PACE = "pace 20 5"      # 20 stamped deltas 5 ms apart, after the run has settled (toolkit/servers.py)
 PACE_RUNS = 4           # runs per repetition (quick: 2)
 DRAIN_SECONDS = 300     # how long a concurrency rep waits for the runtime to finish the previous one's streams
 PEER_HEARTBEAT = 15.0   # iac-code 0.16 agui writes ': heartbeat' after 15 s of silence (not configurable)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Two checkouts of the adapter and the peer, one tiny run of each in turn: first byte and first text.
 
 Row 3 of ``bench.py`` measures one adapter per bench run, so on a shared machine a before/after pair of
@@ -14,7 +13,6 @@ POST, as row 3 measures them) and the ratios between the three.  Figures only; n
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 from typing import Dict, List, Optional
 
@@ -96,7 +94,3 @@ def main(argv: Optional[List[str]] = None) -> int:
             service.stop()
         runtime.stop()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

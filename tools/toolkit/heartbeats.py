@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """CPU per heartbeat and heartbeat lateness of N idle SSE streams, measured thread by thread in one process.
 
     python tools/bench.py --section heartbeats [--streams 1000] [--seconds 8] [--busy 0] [--tree DIR]
@@ -121,7 +120,3 @@ def _spin(stop: threading.Event) -> None:
     count = 0
     while not stop.is_set():
         count += 1
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Instructions per event of the whole adapter process and of the floor, counted by valgrind.
 
     python tools/bench.py --section instructions [--deltas 20000] [--tree DIR]
@@ -129,7 +128,3 @@ def main(argv: Optional[List[str]] = None) -> int:
     print("  floor: in-process decode+encode   %8.0f" % floor)
     print("  adapter process (%s)  %8.0f   adapter/floor %.2f" % (args.tree, adapter, adapter / floor))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """How much memory finished runs keep, and whether it comes back (bounded: a fixed number of runs).
 
     python tools/bench.py --section memory [--runs 120] [--deltas 10000] [--wait 20] [--adapter-arg ...]
@@ -11,7 +10,6 @@ and the difference to idle; the target is "after the wait, within 50 MB of idle"
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import time
 import uuid
@@ -70,7 +68,3 @@ def main(argv: Optional[List[str]] = None) -> int:
         runtime.stop()
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(cwd, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """The peer for ``--peer auto``: the real ``iac-code agui`` 0.16, in its own cached venv.
 
-The interoperability venv (``tools/iaccode_env.py``) installs ``iac-code[a2a]`` only, and ``iac-code agui``
+The interoperability venv (``tools/toolkit/iaccode_env.py``) installs ``iac-code[a2a]`` only, and ``iac-code agui``
 refuses to start without its ``agui`` extra; adding packages to that shared venv behind its back would make
 its readiness marker lie, so the bench keeps a sibling venv with both extras and the same a2a-sdk pin.
 """

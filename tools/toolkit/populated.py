@@ -1,12 +1,11 @@
-#!/usr/bin/env python3
 """Does the number of threads in the state directory change what an admission costs, and where?
 
 Three state directories are filled (100, 10,000 and 100,000 threads by default, written as earlier runs
-would have left them: ``bench_growth.populate``), and one in-process adapter serves each of them.  Runs
+would have left them: ``growth.populate``), and one in-process adapter serves each of them.  Runs
 then alternate between the three (one run on each per round, the order rotated every round), so a load
 that comes and goes on a shared machine falls on all three alike; a sequential measurement (one
 population after the other) mostly measures how the load changed in between.  Each run is traced phase
-by phase (``bench_breakdown``'s tracer, plus the admission's own file operations), and a file-system
+by phase (``breakdown``'s tracer, plus the admission's own file operations), and a file-system
 probe times the bare operations an admission performs in each ``threads`` directory: create a lock file,
 look up a missing name, write and rename a file over another, all interleaved the same way.
 
@@ -17,7 +16,6 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 import uuid
@@ -178,7 +176,3 @@ def main(argv: Any = None) -> int:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(figures, handle, indent=2)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Profile the adapter's hot path: one firehose run through an in-process adapter, under cProfile.
 
     python tools/bench.py --section profile [--deltas 20000] [--top 25] [--sort tottime]
@@ -9,7 +8,7 @@ writes; the waitress loop: socket sends) and the statistics are merged at the en
 its own process, as in ``bench.py``, so its work never shows up here.  Profiling slows Python code down
 several times: read the shares, not the absolute times.
 
-Then, without a profiler, the thread CPU time per upstream frame of the floor (``bench_floor``) and of the
+Then, without a profiler, the thread CPU time per upstream frame of the floor (``toolkit/floor.py``) and of the
 adapter's own stages on the same captured stream, in one process, interleaved pass by pass: SSE and
 frame decoding alone, plus the projection, plus the worker, the channel and the run log.  Thread CPU
 time is the figure a shared machine disturbs least: it counts only what this thread ran.

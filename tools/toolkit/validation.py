@@ -12,7 +12,6 @@ import argparse
 import gc
 import json
 import os
-import sys
 import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -116,7 +115,3 @@ def main(argv: Optional[List[str]] = None) -> int:
             worst = max(worst, spent)
         print("worst-case validation of a %.0f MiB body, any shape: %.3f s CPU" % (args.size_mib, worst))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from typing import List, Optional
@@ -66,7 +65,3 @@ def main(argv: Optional[List[str]] = None) -> int:
             app.close(5)
             demo.stop()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
