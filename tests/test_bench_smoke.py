@@ -17,9 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = os.path.join(ROOT, "tools")
 sys.path.insert(0, TOOLS)
 
-import bench_client  # noqa: E402
-import bench_floor  # noqa: E402
-import bench_many  # noqa: E402
+from toolkit import client as bench_client, floor as bench_floor, many as bench_many  # noqa: E402
 
 ROWS = ("0 one tiny run, phase by phase", "  fsyncs file / dir before RUN_STARTED", "1 throughput, events/s", "2 latency p50 / p99 ms", "  added vs direct p50 / p99 ms",
         "3 time to RUN_STARTED ms", "  time to first TEXT_MESSAGE_CONTENT ms", "4 10 streams",
@@ -143,9 +141,10 @@ def test_floor_splits_frames_and_projects_each_one():
 
 
 def test_the_heartbeat_cost_bench_reports_every_figure():
-    """``tools/bench_heartbeats.py`` on a few streams: its lines come out, with the CPU of each thread group."""
-    proc = subprocess.run([sys.executable, os.path.join(TOOLS, "bench_heartbeats.py"), "--streams", "10",
-                           "--seconds", "1.5"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    """``tools/bench.py --section heartbeats`` on a few streams: its lines come out, with the CPU of each thread
+    group."""
+    proc = subprocess.run([sys.executable, os.path.join(TOOLS, "bench.py"), "--section", "heartbeats", "--streams",
+                           "10", "--seconds", "1.5"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert "10 streams, 0 busy thread(s)" in lines[0]

@@ -18,7 +18,7 @@ from iaccode_agui.wsgi import create_app, settings_from_args
 from tests.agui_checker import check_sequence, validate_models
 from tests.tools_loader import load_tool
 
-procs = load_tool("deploy_procs")
+procs = load_tool("toolkit.deploy")
 TOKEN = "gunicorn-runtime-token"
 GRACE = 3.0     # --reconnect-grace: a run whose client hung up waits this long for a re-attach
 

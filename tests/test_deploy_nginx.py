@@ -16,8 +16,8 @@ from iaccode_agui.upstream import free_loopback_port
 from tests.agui_checker import check_sequence, validate_models
 from tests.tools_loader import load_tool
 
-procs = load_tool("deploy_procs")
-soak_procs = load_tool("crash_soak_procs")
+procs = load_tool("toolkit.deploy")
+soak_procs = load_tool("toolkit.soak")
 TOKEN = "nginx-runtime-token"
 GRACE = 2.0          # the hosts' --reconnect-grace: a re-attach within it continues the run
 HEARTBEAT = 0.5

@@ -20,8 +20,8 @@ from tests.harness import wait_for
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 
-import bench_many  # noqa: E402
-from bench_client import agui_request  # noqa: E402
+from toolkit import many as bench_many  # noqa: E402
+from toolkit.client import agui_request  # noqa: E402
 
 
 class _Named(Entry):

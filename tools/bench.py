@@ -7,6 +7,11 @@ One command, everything on loopback, every server in its own process (so its CPU
 
 Prints one table of figures and ratios; the performance targets are checked by reading it (the ``check``
 column), not by timed tests, because machines here are noisy.  Figures are medians over ``--reps`` runs.
+
+``--section NAME [its options]`` runs one of the focused measurements instead of the table (their options
+are listed below):
+
+    python tools/bench.py --section heartbeats --streams 1000
 """
 import argparse
 import json
@@ -17,19 +22,14 @@ import sys
 import tempfile
 import time
 import uuid
-from typing import Any, Dict, List, Optional
+from importlib import import_module
+from typing import Any, Dict, List, Optional, Tuple
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(1, os.path.dirname(HERE))
-
-import bench_floor  # noqa: E402
-import bench_phases as phases  # noqa: E402
-import bench_procs as procs  # noqa: E402
-from bench_report import render  # noqa: E402
+from toolkit import floor as bench_floor, phases, procs
+from toolkit.report import render
 
 
-PACE = "pace 20 5"      # 20 stamped deltas 5 ms apart, after the run has settled (bench_servers.py)
+PACE = "pace 20 5"      # 20 stamped deltas 5 ms apart, after the run has settled (toolkit/servers.py)
 PACE_RUNS = 4           # runs per repetition (quick: 2)
 DRAIN_SECONDS = 300     # how long a concurrency rep waits for the runtime to finish the previous one's streams
 PEER_HEARTBEAT = 15.0   # iac-code 0.16 agui writes ': heartbeat' after 15 s of silence (not configurable)
@@ -44,11 +44,24 @@ GROWTH = {"quick": ([50, 200], 50, 10000), "default": ([100, 1000, 10000], 1000,
           "long": ([100, 10000, 100000], 10000, 1000000)}
 PHASE_RUNS = 15         # warm runs of the phase breakdown (quick: 5)
 FIRST_RUNS = 6          # runs per repetition (quick: 3): 3 reps x 6 = 18 runs per path, the median is shown
+# --section NAME: the module of toolkit/ that measures it (each has build_parser() and main(argv)).
+FOCUSED = {"ab": "ab", "heartbeats": "heartbeats", "populated": "populated", "memory": "memory",
+           "window": "window", "validation": "validation", "profile": "profiling", "instructions": "instructions"}
+
+
+def _focused_help() -> str:
+    """Every focused section's own help, so that one ``--help`` lists every option of the bench."""
+    return "\n".join(import_module("toolkit." + module).build_parser().format_help()
+                     for module in FOCUSED.values())
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    helping = argv is not None and bool({"-h", "--help"} & set(argv))
     parser = argparse.ArgumentParser(prog="python tools/bench.py", description=__doc__,
+                                     epilog=_focused_help() if helping else None,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--section", choices=sorted(FOCUSED),
+                        help="run this focused measurement instead of the table (options below)")
     parser.add_argument("--quick", action="store_true", help="small sizes for CI (5 000 deltas, 20,50 streams)")
     parser.add_argument("--long", action="store_true",
                         help="full growth sizes: 100/10,000/100,000 threads in the state dir, 10,000 runs in a row, "
@@ -123,9 +136,9 @@ class Bench:
         args = self.args
         top = max(args.levels) if args.levels else 0
         if args.peer:
-            import bench_peer
+            from toolkit import peer
 
-            self.peer_cmd = bench_peer.peer_command(args.peer)
+            self.peer_cmd = peer.peer_command(args.peer)
             self.figures["config"]["peer"] = self.peer_cmd
         self.runtime = self._keep(procs.start_runtime(self.token, threads=max(96, top + 64), log_dir=self.tmp))
         say("runtime %s" % self.runtime.url)
@@ -149,11 +162,11 @@ class Bench:
         """The sections that trace or start their own adapters, before the shared ones are started."""
         args = self.args
         if "phases" in args.only:
-            import bench_breakdown
+            from toolkit import breakdown
 
             runs = 5 if args.quick else PHASE_RUNS
             say("0. one tiny run, phase by phase: 1 cold + %d warm runs of an in-process traced adapter" % runs)
-            self.figures["breakdown"] = bench_breakdown.measure(self.runtime.url, self.token, self.cwd, runs=runs)
+            self.figures["breakdown"] = breakdown.measure(self.runtime.url, self.token, self.cwd, runs=runs)
         if "startup" in args.only:
             say("5. start-up and idle (fresh processes, default settings)")
             settle = (0.5, 1.0) if args.quick else (1.0, 2.0)
@@ -205,7 +218,7 @@ class Bench:
                 self.figures["concurrency"].setdefault(str(level), {})[path.name] = phases.merge_concurrency(runs)
 
     def _growth(self) -> Dict[str, Any]:
-        import bench_growth as growth
+        from toolkit import growth
 
         populations, runs, events = GROWTH["quick" if self.args.quick else "long" if self.args.long else "default"]
         say("7. growth: RUN_STARTED with %s threads in the state dir" % "/".join(map(str, populations)))
@@ -261,7 +274,22 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)  # unwinds through Bench.close(), so no server outlives the bench
 
 
+def _focused(argv: List[str]) -> Optional[Tuple[Any, List[str]]]:
+    """The module of the focused section ``--section`` names and the rest of the arguments (its own)."""
+    for index, arg in enumerate(argv):
+        name = argv[index + 1] if arg == "--section" and index + 1 < len(argv) else arg[len("--section="):]
+        if (arg == "--section" or arg.startswith("--section=")) and name in FOCUSED:
+            rest = argv[:index] + argv[index + (2 if arg == "--section" else 1):]
+            return import_module("toolkit." + FOCUSED[name]), rest
+    return None
+
+
 def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    focused = _focused(argv)
+    if focused is not None:
+        module, rest = focused
+        return int(module.main(rest))
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     bench = Bench(args)

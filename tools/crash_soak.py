@@ -29,21 +29,14 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 import requests
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-if HERE not in sys.path:   # the tests load this file by path; its sibling must still import
-    sys.path.append(HERE)
+# Re-exported: the tests use the plumbing through this module.
+from toolkit.soak import (  # noqa: F401  (first: it puts the checkout on sys.path)
+    TOKEN, AdapterProcess, Gate, Result, post_run, remember_session, run_body)
 
-from iaccode_agui.demo import DemoServer  # noqa: E402
-from iaccode_agui.state.history import SUFFIX as HISTORY_SUFFIX, HistoryStore  # noqa: E402
-from iaccode_agui.state.keys import thread_file_stem  # noqa: E402
-from iaccode_agui.state.store import StateUnavailable, ThreadStore  # noqa: E402
-
-# Re-exported: the tests load only this file, by path, and use the plumbing through it.
-from crash_soak_procs import (  # noqa: E402,F401
-    TOKEN, AdapterProcess, Gate, Result, free_port, post_run, remember_session, run_body)
+from iaccode_agui.demo import DemoServer
+from iaccode_agui.state.history import SUFFIX as HISTORY_SUFFIX, HistoryStore
+from iaccode_agui.state.keys import thread_file_stem
+from iaccode_agui.state.store import StateUnavailable, ThreadStore
 
 DOCUMENTED = ("EXECUTION_EXPIRED", "EXECUTION_LOST", "RESUME_ALREADY_APPLIED")
 TURNS = (("hello there", 2), ("please write a file", 3), ("write twice", 2), ("a question", 2), ("slow", 2))

@@ -26,9 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import requests
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from iaccode_agui.upstream import free_loopback_port  # noqa: E402
+from toolkit.procs import cpu_seconds, free_port, rss_mb
 
 SLOW_HEAD = b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Pad: " + b"x" * 4096
 
@@ -117,27 +115,6 @@ def silent_clients(port: int, count: int, body: bytes) -> List[Any]:
             continue
         made.append(sock)
     return made
-
-
-def rss_mib(pid: int) -> float:
-    with open("/proc/%d/status" % pid) as handle:
-        for line in handle:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return 0.0
-
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds a process has used so far (0 once it is gone)."""
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def thread_states(pid: int) -> Dict[str, int]:
@@ -284,7 +261,7 @@ class DemoProcess:
 
 
 def _start_adapter(demo: Any, root: str, args: argparse.Namespace) -> Any:
-    port = free_loopback_port()
+    port = free_port()
     command = [sys.executable, "-m", "iaccode_agui", "--a2a-url", demo.url, "--a2a-token", demo.token,
                "--port", str(port), "--state-dir", os.path.join(root, "state"), "--threads", str(args.threads),
                "--header-timeout", str(args.header_timeout), "--stall-timeout", str(args.stall_timeout)]
@@ -302,7 +279,7 @@ def _start_adapter(demo: Any, root: str, args: argparse.Namespace) -> Any:
 
 def _silent_scenario(url: str, root: str, pid: int, args: argparse.Namespace, runtime_pid: int = 0) -> int:
     port = int(url.rsplit(":", 1)[1].strip("/"))
-    idle_rss = rss_mib(pid)
+    idle_rss = rss_mb(pid)
     sockets = []
     for index in range(args.silent):
         body = {"threadId": "silent-%d" % index, "runId": "run-" + uuid.uuid4().hex[:8], "state": {},
@@ -318,7 +295,7 @@ def _silent_scenario(url: str, root: str, pid: int, args: argparse.Namespace, ru
     deadline = started + args.seconds
     while time.monotonic() < deadline:
         (early if time.monotonic() - started < 5 else health).extend(health_latencies(url, 5))
-        peak = max(peak, rss_mib(pid))
+        peak = max(peak, rss_mb(pid))
         time.sleep(0.2)
     print("while they stay /health:", summary(early + health), "RSS idle %.0f MiB, peak %.0f MiB" % (idle_rss, peak))
     print("  first 5 s (runs fill the buffers of their silent clients):", summary(early))
@@ -334,7 +311,7 @@ def _silent_scenario(url: str, root: str, pid: int, args: argparse.Namespace, ru
             normal = time.monotonic() - gone
             break
     print("after they go: normal again in %s; /health" % ("%.2f s" % normal if normal is not None else "> 30 s"),
-          summary(health_latencies(url, 20)), "RSS %.0f MiB" % rss_mib(pid))
+          summary(health_latencies(url, 20)), "RSS %.0f MiB" % rss_mb(pid))
     return 0
 
 

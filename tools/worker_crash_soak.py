@@ -32,16 +32,11 @@ import time
 import uuid
 from typing import Any, Dict, List, Optional, Set
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-for path in (ROOT, HERE):
-    if path not in sys.path:
-        sys.path.insert(0, path)
+from toolkit.deploy import GunicornProcess, PinnedConnection, sse_events  # first: puts the checkout on sys.path
+from toolkit.soak import run_body
 
-from iaccode_agui.demo import DemoServer  # noqa: E402
-from iaccode_agui.state.store import ThreadStore  # noqa: E402
-from crash_soak_procs import run_body  # noqa: E402
-from deploy_procs import GunicornProcess, PinnedConnection, sse_events  # noqa: E402
+from iaccode_agui.demo import DemoServer
+from iaccode_agui.state.store import ThreadStore
 
 TOKEN = "worker-soak-token"
 TURNS = (("slow", 4), ("please write a file", 2), ("run a tool", 1), ("hello there", 1))

@@ -6,7 +6,6 @@ runtime that does not come up is a test FAILURE, never a skip: a silently skippe
 suite would let CI go green without ever proving compatibility.
 """
 
-import importlib.util
 import os
 import secrets
 import signal
@@ -19,6 +18,7 @@ import pytest
 import requests
 
 from iaccode_agui.upstream import free_loopback_port
+from tests.tools_loader import load_tool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -34,13 +34,7 @@ _SCRUBBED_PREFIXES = ("IAC_CODE_", "IACCODE_", "OPENAI_", "ALIBABA_CLOUD_", "DAS
 
 
 def _load_env_tool() -> Any:
-    """Load tools/iaccode_env.py by path: `tools` is too generic a name to import safely."""
-    path = os.path.join(ROOT, "tools", "iaccode_env.py")
-    spec = importlib.util.spec_from_file_location("iaccode_agui_tools_iaccode_env", path)
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("toolkit.iaccode_env")
 
 
 def pytest_collection_modifyitems(config: Any, items: List[Any]) -> None:

@@ -45,7 +45,7 @@ def test_managed_iac_code_child(tmp_path):
         assert proc.wait(60) == 0
         # The adapter stops and reaps its child before it exits.  (Probing the child's port instead would
         # race with any other process that gets that port once it is free.)
-        assert not load_tool("deploy_procs")._alive(children[0]), "the managed child outlived the adapter"
+        assert not load_tool("toolkit.deploy")._alive(children[0]), "the managed child outlived the adapter"
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

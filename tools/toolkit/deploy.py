@@ -18,7 +18,8 @@ import time
 import uuid
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from . import ROOT
+from .procs import child_env, stop_process, wait_in_log
 DEPLOY = os.path.join(ROOT, "iaccode_agui", "deploy")
 RECIPE = os.path.join(DEPLOY, "gunicorn.conf.py")
 NGINX_TEMPLATE = os.path.join(DEPLOY, "nginx.conf")
@@ -32,42 +33,6 @@ def pre_request(worker, req):
     if probe:
         worker.log.info("probe %%s pid %%d", probe, worker.pid)
 '''
-
-
-def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-    """This interpreter's environment without adapter settings, with the checkout importable."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IAC_CODE_AGUI_")}
-    env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.update(extra or {})
-    return env
-
-
-def stop_process(proc: subprocess.Popen, timeout: float = 20.0) -> Optional[int]:
-    """SIGTERM, then the exit status; None when it had to be killed after ``timeout`` seconds."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            return proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-            return None
-    return proc.returncode
-
-
-def wait_in_log(proc: subprocess.Popen, path: str, pattern: bytes, timeout: float) -> "re.Match[bytes]":
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with open(path, "rb") as handle:
-            found = re.search(pattern, handle.read())
-        if found:
-            return found
-        if proc.poll() is not None:
-            break
-        time.sleep(0.02)
-    with open(path, "rb") as handle:
-        tail = handle.read()[-2000:].decode("utf-8", "replace")
-    raise RuntimeError("%r not seen in %s (exit %s):\n%s" % (pattern, path, proc.poll(), tail))
 
 
 class Process:

@@ -198,7 +198,7 @@ def bare_server(runs: int, body: bytes, headers: Dict[str, str]) -> Dict[str, An
 def measure(runtime_url: str, token: str, cwd: str, runs: int = 15, text: str = "firehose 1",
             extra_settings: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """One cold run, then ``runs`` warm ones, each on a fresh thread; medians of the warm timelines."""
-    import bench_client as client
+    from . import client
     from iaccode_agui.app import AguiApp
     from iaccode_agui.config import Settings
     from iaccode_agui.serving import ServerThread

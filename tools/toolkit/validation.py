@@ -1,6 +1,6 @@
 """How long refusing or accepting a maximal request body takes: strict parse plus RunAgentInput validation.
 
-Usage: ``python tools/validation_bench.py [--repeat 3] [--size-mib 12]``.  Each shape is a body just under
+Usage: ``python tools/bench.py --section validation [--repeat 3] [--size-mib 12]``.  Each shape is a body just under
 the request limit; the figure is the best of ``--repeat`` runs (CPU time of this process, so other load on
 the machine does not inflate it), next to plain ``json.loads`` of the same bytes as the baseline measured
 in the same run.  Shapes: the message cap filled with history, 150,000 messages, one user message holding
@@ -12,16 +12,13 @@ import argparse
 import gc
 import json
 import os
-import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from iaccode_agui import inputs, jsonbody  # noqa: E402
-from iaccode_agui.config import DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_JSON_VALUES, DEFAULT_MAX_MESSAGES  # noqa: E402
-from iaccode_agui.errors import AguiError  # noqa: E402
+from iaccode_agui import inputs, jsonbody
+from iaccode_agui.config import DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_JSON_VALUES, DEFAULT_MAX_MESSAGES
+from iaccode_agui.errors import AguiError
 
 
 def _envelope(root: str, messages: List[Dict[str, Any]], state: Any = None) -> Dict[str, Any]:
@@ -87,11 +84,16 @@ def _best(action: Callable[[], Any], repeat: int) -> Tuple[float, Any]:
     return best, result
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python tools/bench.py --section validation",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--size-mib", type=float, default=12.0)
-    args = parser.parse_args()
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     size = int(args.size_mib * 1024 * 1024) - 1024
     with tempfile.TemporaryDirectory() as root:
         root = os.path.realpath(root)
@@ -113,7 +115,3 @@ def main() -> int:
             worst = max(worst, spent)
         print("worst-case validation of a %.0f MiB body, any shape: %.3f s CPU" % (args.size_mib, worst))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -18,9 +18,9 @@ import time
 import uuid
 from typing import Any, Callable, Dict, List, Optional
 
-import bench_client as client
-import bench_procs as procs
-from bench_procs import Service
+from . import client
+from . import procs
+from .procs import Service
 
 
 def populate(state_dir: str, start: int, stop: int) -> float:
@@ -106,16 +106,12 @@ def populated(start_adapter: Callable[[str], Service], cwd: str, populations: Li
     return out
 
 
-def _rss_mb(service: Service) -> float:
-    return service.status().get("rss_kb", 0) / 1024.0
-
-
 def many_runs(service: Service, cwd: str, count: int, lanes: int = 4, rest: float = 2.0) -> Dict[str, Any]:
     """``count`` tiny runs, ``lanes`` at a time (each lane one after the other); RSS before and after."""
     for _ in range(20):
         client.post_stream(service.url, *client.agui_request("firehose 1", cwd))
     time.sleep(rest)
-    before = _rss_mb(service)
+    before = procs.rss_mb(service.pid)
     errors: List[str] = []
     left = [count]
     lock = threading.Lock()
@@ -140,7 +136,7 @@ def many_runs(service: Service, cwd: str, count: int, lanes: int = 4, rest: floa
             worker.join()
     seconds = time.monotonic() - began
     time.sleep(rest)
-    after = _rss_mb(service)
+    after = procs.rss_mb(service.pid)
     return {"runs": count, "lanes": lanes, "errors": len(errors), "error_samples": sorted(set(errors))[:2],
             "seconds": seconds, "runs_per_s": count / seconds if seconds else None, "rss_before_mb": before,
             "rss_peak_mb": sampler.peak_rss_kb / 1024.0, "rss_after_mb": after, "growth_mb": after - before}
@@ -151,13 +147,13 @@ def big_run(service: Service, cwd: str, events: int, rest: float = 2.0) -> Dict[
     for _ in range(5):
         client.post_stream(service.url, *client.agui_request("firehose 200", cwd))
     time.sleep(rest)
-    before = _rss_mb(service)
+    before = procs.rss_mb(service.pid)
     began = time.monotonic()
     with procs.Sampler(service.pid, interval=0.1) as sampler:
         result = client.post_stream(service.url, *client.agui_request("firehose %d" % events, cwd), timeout=600)
     seconds = time.monotonic() - began
     time.sleep(rest)
-    after = _rss_mb(service)
+    after = procs.rss_mb(service.pid)
     return {"events": events, "received": result.deltas, "ok": result.ok and result.deltas == events,
             "error": result.error, "seconds": seconds, "events_per_s": events / seconds if seconds else None,
             "rss_before_mb": before, "rss_peak_mb": sampler.peak_rss_kb / 1024.0, "rss_after_mb": after,

@@ -6,7 +6,6 @@ its invariants read on their own, and a cut stream or a killed process is handle
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -15,19 +14,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import requests
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-if HERE not in sys.path:   # the tests load this file by path; its sibling must still import
-    sys.path.append(HERE)
+from . import ROOT
+from .procs import child_env, free_port, stop_process, wait_in_log
 
-from deploy_procs import child_env, stop_process, wait_in_log  # noqa: E402
 TOKEN = "soak-upstream-token"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class AdapterProcess:

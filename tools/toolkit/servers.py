@@ -1,22 +1,19 @@
 """Server processes the benchmark starts: the scripted runtime and the raw byte relay.
 
-``python tools/bench_servers.py runtime ...`` is the demo runtime with a thread pool sized for the
-concurrency test (the demo CLI has no ``--threads``).  ``python tools/bench_servers.py relay ...`` is the
+``python -m toolkit.servers runtime ...`` is the demo runtime with a thread pool sized for the
+concurrency test (the demo CLI has no ``--threads``).  ``python -m toolkit.servers relay ...`` is the
 baseline the adapter is compared with: the least a synchronous WSGI front on waitress can do, i.e. POST
 the body upstream with ``requests`` and copy the response bytes back as they arrive, without parsing them.
 """
 import argparse
 import json
-import os
 import signal
 import sys
 import threading
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import requests  # noqa: E402
-from requests.adapters import HTTPAdapter  # noqa: E402
+import requests
+from requests.adapters import HTTPAdapter
 
 BUSY_PATH = "/__bench/busy"   # the runtime's load, for the bench to wait on between rows
 _FORWARDED = (("HTTP_AUTHORIZATION", "Authorization"), ("HTTP_A2A_VERSION", "A2A-Version"),
@@ -149,7 +146,7 @@ def _serve_runtime(port: int, token: str, threads: int, ping_interval: float) ->
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench_servers.py")
+    parser = argparse.ArgumentParser(prog="python -m toolkit.servers")
     sub = parser.add_subparsers(dest="what", required=True)
     runtime = sub.add_parser("runtime", help="the scripted A2A runtime")
     runtime.add_argument("--port", type=int, required=True)

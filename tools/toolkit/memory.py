@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """How much memory finished runs keep, and whether it comes back (bounded: a fixed number of runs).
 
-    python tools/replay_memory.py [--runs 120] [--deltas 10000] [--wait 20] [--adapter-arg ...]
+    python tools/bench.py --section memory [--runs 120] [--deltas 10000] [--wait 20] [--adapter-arg ...]
 
 Starts the scripted runtime and an adapter as their own processes, reads the adapter's idle RSS, runs
 ``--runs`` × ``firehose --deltas`` in sequence (each read to its end), reads RSS right after, waits
@@ -11,7 +10,6 @@ and the difference to idle; the target is "after the wait, within 50 MB of idle"
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import time
 import uuid
@@ -19,10 +17,7 @@ from typing import List, Optional
 
 import requests
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-import bench_procs as procs  # noqa: E402
+from . import procs
 
 
 def _body(cwd: str, text: str) -> dict:
@@ -31,17 +26,18 @@ def _body(cwd: str, text: str) -> dict:
             "forwardedProps": {"iacCode": {"schemaVersion": 1, "rosInvocationId": "inv", "cwd": cwd}}}
 
 
-def _rss_mb(service: procs.Service) -> float:
-    return procs.status(service.pid)["rss_kb"] / 1024.0
-
-
-def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python tools/bench.py --section memory",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=120)
     parser.add_argument("--deltas", type=int, default=10000)
     parser.add_argument("--wait", type=float, default=20.0)
     parser.add_argument("--adapter-arg", action="append", default=[])
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     token = "mem-" + uuid.uuid4().hex[:8]
     tmp = tempfile.mkdtemp(prefix="iaccode-mem-")
     cwd = tempfile.mkdtemp(prefix="mem-cwd-", dir=os.path.realpath(tempfile.gettempdir()))
@@ -53,13 +49,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         session = requests.Session()
         session.post(adapter.url, json=_body(cwd, "hello"), timeout=60).content    # warm the code paths
         time.sleep(1.0)
-        idle = _rss_mb(adapter)
+        idle = procs.rss_mb(adapter.pid)
         for _ in range(args.runs):
             response = session.post(adapter.url, json=_body(cwd, "firehose %d" % args.deltas), timeout=600)
             assert response.status_code == 200 and b"RUN_FINISHED" in response.content[-2000:]
-        loaded = _rss_mb(adapter)
+        loaded = procs.rss_mb(adapter.pid)
         time.sleep(args.wait)
-        after = _rss_mb(adapter)
+        after = procs.rss_mb(adapter.pid)
         print("runs %d x firehose %d" % (args.runs, args.deltas))
         print("RSS idle          %7.1f MB" % idle)
         print("RSS after load    %7.1f MB  (+%.1f)" % (loaded, loaded - idle))
@@ -72,7 +68,3 @@ def main(argv: Optional[List[str]] = None) -> int:
         runtime.stop()
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(cwd, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

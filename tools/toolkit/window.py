@@ -1,6 +1,6 @@
 """Per-run latency on one thread over many runs with maximum-length run ids: flat once the window is full.
 
-Usage: ``python tools/run_window_bench.py [--runs 10000] [--window 256]``.  Runs the scripted demo runtime
+Usage: ``python tools/bench.py --section window [--runs 10000] [--window 256]``.  Runs the scripted demo runtime
 and the adapter app in this process (the app is called as WSGI, so no HTTP server noise), posts ``--runs``
 sequential runs on one thread, each with a distinct 1,024-character run id, and prints the mean latency
 of the first and the last 100 runs (the first 100 are the baseline measured in the same run), their
@@ -10,24 +10,27 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
+from typing import List, Optional
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from werkzeug.test import Client
 
-from werkzeug.test import Client  # noqa: E402
-
-from iaccode_agui.app import AguiApp  # noqa: E402
-from iaccode_agui.config import DEFAULT_RUN_ID_WINDOW, Settings  # noqa: E402
-from iaccode_agui.demo import DemoServer  # noqa: E402
+from iaccode_agui.app import AguiApp
+from iaccode_agui.config import DEFAULT_RUN_ID_WINDOW, Settings
+from iaccode_agui.demo import DemoServer
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python tools/bench.py --section window",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=10000)
     parser.add_argument("--window", type=int, default=DEFAULT_RUN_ID_WINDOW)
-    args = parser.parse_args()
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     demo = DemoServer.start(token="bench-token", ping_interval=5.0)
     with tempfile.TemporaryDirectory() as root:
         root = os.path.realpath(root)
@@ -62,7 +65,3 @@ def main() -> int:
             app.close(5)
             demo.stop()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

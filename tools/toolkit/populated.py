@@ -1,37 +1,31 @@
-#!/usr/bin/env python3
 """Does the number of threads in the state directory change what an admission costs, and where?
 
 Three state directories are filled (100, 10,000 and 100,000 threads by default, written as earlier runs
-would have left them: ``bench_growth.populate``), and one in-process adapter serves each of them.  Runs
+would have left them: ``growth.populate``), and one in-process adapter serves each of them.  Runs
 then alternate between the three (one run on each per round, the order rotated every round), so a load
 that comes and goes on a shared machine falls on all three alike; a sequential measurement (one
 population after the other) mostly measures how the load changed in between.  Each run is traced phase
-by phase (``bench_breakdown``'s tracer, plus the admission's own file operations), and a file-system
+by phase (``breakdown``'s tracer, plus the admission's own file operations), and a file-system
 probe times the bare operations an admission performs in each ``threads`` directory: create a lock file,
 look up a missing name, write and rename a file over another, all interleaved the same way.
 
-    python tools/bench_populated.py [--populations 100,10000,100000] [--runs 30] [--json out.json]
+    python tools/bench.py --section populated [--populations 100,10000,100000] [--runs 30] [--json out.json]
 """
 import argparse
 import json
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 import uuid
 from typing import Any, Dict, List
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(1, os.path.dirname(HERE))
-
-import bench_breakdown as breakdown  # noqa: E402
-import bench_client as client  # noqa: E402
-import bench_growth as growth  # noqa: E402
-import bench_phases as phases  # noqa: E402
-import bench_procs as procs  # noqa: E402
+from . import breakdown
+from . import client
+from . import growth
+from . import phases
+from . import procs
 
 PHASES = ("admission transaction", "  lock files (open + flock)", "  state read", "  state file write",
           "    journal append + group sync", "journal fdatasync", "    temp file + rename", "run log create",
@@ -161,12 +155,17 @@ def render(figures: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Any = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python tools/bench.py --section populated", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--populations", default="100,10000,100000")
     parser.add_argument("--runs", type=int, default=30, help="runs per population (default 30)")
     parser.add_argument("--json", help="also write the figures to this JSON file")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Any = None) -> int:
+    args = build_parser().parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="iaccode-populated-")
     try:
         figures = measure(sorted(int(p) for p in args.populations.split(",")), args.runs, tmp)
@@ -177,7 +176,3 @@ def main(argv: Any = None) -> int:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(figures, handle, indent=2)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

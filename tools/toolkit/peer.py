@@ -1,6 +1,6 @@
 """The peer for ``--peer auto``: the real ``iac-code agui`` 0.16, in its own cached venv.
 
-The interoperability venv (``tools/iaccode_env.py``) installs ``iac-code[a2a]`` only, and ``iac-code agui``
+The interoperability venv (``tools/toolkit/iaccode_env.py``) installs ``iac-code[a2a]`` only, and ``iac-code agui``
 refuses to start without its ``agui`` extra; adding packages to that shared venv behind its back would make
 its readiness marker lie, so the bench keeps a sibling venv with both extras and the same a2a-sdk pin.
 """
@@ -12,9 +12,7 @@ import sys
 import time
 from typing import List, Optional
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import iaccode_env  # noqa: E402
+from . import iaccode_env
 
 REQUIREMENTS: List[str] = ["iac-code[a2a,agui]==%s" % iaccode_env.IACCODE_VERSION,
                            "a2a-sdk[http-server,signing]==1.1.5"]

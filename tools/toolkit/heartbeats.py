@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """CPU per heartbeat and heartbeat lateness of N idle SSE streams, measured thread by thread in one process.
 
-    python tools/bench_heartbeats.py [--streams 1000] [--seconds 8] [--busy 0] [--tree DIR]
+    python tools/bench.py --section heartbeats [--streams 1000] [--seconds 8] [--busy 0] [--tree DIR]
 
 The streams are the adapter's own SSE bodies (``runs/stream.SSEBody`` on the process's heartbeat timer)
 served by ``serving.ServerThread`` (waitress), with nothing to say, so every write is a heartbeat
@@ -19,9 +18,9 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from . import ROOT
 
 
 def thread_cpu() -> Dict[int, float]:
@@ -43,16 +42,21 @@ def group_of(name: str) -> str:
         name, "other")
 
 
-def main(argv: List[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python tools/bench.py --section heartbeats", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=8.0, help="measuring window once all are open")
     parser.add_argument("--busy", type=int, default=0, help="threads that only compute, meanwhile")
     parser.add_argument("--tree", help="import iaccode_agui from this checkout instead")
-    args = parser.parse_args(argv)
-    root = os.path.abspath(args.tree) if args.tree else os.path.dirname(HERE)
-    sys.path[:0] = [root, HERE]
-    import bench_many
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    root = os.path.abspath(args.tree) if args.tree else ROOT
+    sys.path.insert(0, root)   # before the first import of the package
+    from . import many as bench_many
     from iaccode_agui.runs.channel import END, Subscription
     from iaccode_agui.runs import stream
     from iaccode_agui.serving import ServerThread
@@ -116,7 +120,3 @@ def _spin(stop: threading.Event) -> None:
     count = 0
     while not stop.is_set():
         count += 1
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Profile the adapter's hot path: one firehose run through an in-process adapter, under cProfile.
 
-    python tools/bench_profile.py [--deltas 20000] [--top 25] [--sort tottime]
+    python tools/bench.py --section profile [--deltas 20000] [--top 25] [--sort tottime]
 
 cProfile follows one thread, so each thread that works on the run gets its own profiler (the run worker:
 socket read, SSE decode, JSON decode, projection, encoding; the waitress task: the SSE body and its
@@ -9,7 +8,7 @@ writes; the waitress loop: socket sends) and the statistics are merged at the en
 its own process, as in ``bench.py``, so its work never shows up here.  Profiling slows Python code down
 several times: read the shares, not the absolute times.
 
-Then, without a profiler, the thread CPU time per upstream frame of the floor (``bench_floor``) and of the
+Then, without a profiler, the thread CPU time per upstream frame of the floor (``toolkit/floor.py``) and of the
 adapter's own stages on the same captured stream, in one process, interleaved pass by pass: SSE and
 frame decoding alone, plus the projection, plus the worker, the channel and the run log.  Thread CPU
 time is the figure a shared machine disturbs least: it counts only what this thread ran.
@@ -28,13 +27,9 @@ import time
 import uuid
 from typing import Any, Callable, Dict, List, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(1, os.path.dirname(HERE))
-
-import bench_client as client  # noqa: E402
-import bench_phases as phases  # noqa: E402
-import bench_procs as procs  # noqa: E402
+from . import client
+from . import phases
+from . import procs
 
 
 class _Profilers:
@@ -185,7 +180,7 @@ def _stages(raw: bytes, rpc_id: str, read_size: int, log_dir: str) -> Dict[str, 
     from iaccode_agui.runs.channel import RunChannel
     from iaccode_agui.runs.runlog import RunLogStore
     from iaccode_agui.runs.worker import RunWorker
-    import bench_floor
+    from . import floor as bench_floor
 
     context_id = _context_id(raw)
     frames = bench_floor.split_frames(raw)
@@ -261,8 +256,8 @@ def render_cpu(figures: Dict[str, List[float]], frames: int) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python tools/bench_profile.py", description=__doc__,
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python tools/bench.py --section profile", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--deltas", type=int, default=20000)
     parser.add_argument("--top", type=int, default=25)
@@ -273,7 +268,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--tiny", type=int, default=0, metavar="RUNS",
                         help="instead: profile RUNS tiny runs (admission and a run's close, not events)")
     parser.add_argument("--read-size", type=int, default=65536, help="bytes per upstream read in-process")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     token = "bench-" + uuid.uuid4().hex[:12]
     runtime = procs.start_runtime(token, threads=16)
     cwd = tempfile.mkdtemp(prefix="bench-cwd-", dir=os.path.realpath(tempfile.gettempdir()))

@@ -12,11 +12,11 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib.parse import urlsplit
 
-import bench_client as client
-import bench_many
-import bench_floor
-import bench_procs as procs
-from bench_procs import Service
+from . import client
+from . import many as bench_many
+from . import floor as bench_floor
+from . import procs
+from .procs import Service
 
 Request = Tuple[bytes, Dict[str, str]]
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Two checkouts of the adapter and the peer, one tiny run of each in turn: first byte and first text.
 
 Row 3 of ``bench.py`` measures one adapter per bench run, so on a shared machine a before/after pair of
@@ -6,7 +5,7 @@ bench runs mostly compares two moments of the machine's load.  Here both adapter
 ``--base``, any older checkout of the repository) and the peer run side by side on one runtime, and the
 rounds alternate between them, so the load hits all three alike::
 
-    python tools/bench_ab.py --base /path/to/old/checkout [--rounds 40] [--peer auto|CMD|none]
+    python tools/bench.py --section ab --base /path/to/old/checkout [--rounds 40] [--peer auto|CMD|none]
 
 Prints medians over the rounds (time to ``RUN_STARTED`` and to the first ``TEXT_MESSAGE_CONTENT`` from the
 POST, as row 3 measures them) and the ratios between the three.  Figures only; nothing is asserted.
@@ -14,18 +13,13 @@ POST, as row 3 measures them) and the ratios between the three.  Figures only; n
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 from typing import Dict, List, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(1, os.path.dirname(HERE))
-
-import bench_client as client  # noqa: E402
-import bench_peer  # noqa: E402
-import bench_phases  # noqa: E402
-import bench_procs as procs  # noqa: E402
+from . import ROOT, client
+from . import peer as bench_peer
+from . import phases as bench_phases
+from . import procs
 
 TOKEN = "bench-ab"
 
@@ -63,18 +57,22 @@ def measure(services: Dict[str, procs.Service], rounds: int, text: str = "fireho
             for name, s in samples.items() if s[0]}
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python tools/bench_ab.py", description=__doc__,
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python tools/bench.py --section ab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", required=True, help="another checkout of this repository (the 'before')")
     parser.add_argument("--rounds", type=int, default=40, help="runs of each (default 40)")
     parser.add_argument("--peer", default="auto", help="'auto' (the cached iac-code 0.16 agui), a command, or 'none'")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     runtime = procs.start_runtime(TOKEN, threads=64)
     services: Dict[str, procs.Service] = {}
     try:
         services["base"] = _adapter("base", args.base, runtime)
-        services["this"] = _adapter("this", os.path.dirname(HERE), runtime)
+        services["this"] = _adapter("this", ROOT, runtime)
         if args.peer != "none":
             services["peer"] = procs.start_peer(bench_peer.peer_command(args.peer), runtime, TOKEN,
                                                 tempfile.mkdtemp(prefix="bench-ab-peer-"))
@@ -96,7 +94,3 @@ def main(argv: Optional[List[str]] = None) -> int:
             service.stop()
         runtime.stop()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,7 +19,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
-from bench_client import EventReader, StreamResult
+from .client import EventReader, StreamResult
 
 Request = Tuple[bytes, Dict[str, str]]
 

@@ -1,9 +1,12 @@
-"""Benchmark processes: start each server in its own process and read its CPU, RSS and threads from /proc.
+"""Processes of the tools: start each server in its own process, read its CPU, RSS and threads from /proc, stop it.
 
 Every server under test runs in a separate process so the client's Python work never mixes with the
-figures of the process being measured; /proc is read directly so the bench needs no extra package.
+figures of the process being measured; /proc is read directly so the tools need no extra package.  The
+process plumbing every tool shares (``free_port``, ``child_env``, ``cpu_seconds``, ``rss_mb``,
+``stop_process``, ``wait_in_log``) is written here once.
 """
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -15,13 +18,15 @@ from typing import Dict, List, Optional, Sequence
 
 import requests
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+from . import ROOT
+
+TOOLS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def free_port() -> int:
-    """A port the OS just handed out; CLIs that refuse ``--port 0`` need a concrete one."""
+    """A port the OS just handed out; CLIs that refuse ``--port 0`` need a concrete one.  The tools import
+    no module of the package at load time, so that a bench section can import it from another checkout."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -46,6 +51,10 @@ def status(pid: int) -> Dict[str, int]:
             if key in wanted:
                 found[wanted[key]] = int(value.split()[0])
     return found
+
+
+def rss_mb(pid: int) -> float:
+    return status(pid).get("rss_kb", 0) / 1024.0
 
 
 class Sampler:
@@ -154,13 +163,7 @@ class Service:
         return status(self.pid)
 
     def stop(self, timeout: float = 15.0) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc, timeout)
         self._log.close()
 
 
@@ -169,9 +172,10 @@ def python_argv(*args: str) -> List[str]:
 
 
 def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-    """The bench's environment with the repository importable and proxies out of the way."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    """This interpreter's environment with the checkout and ``tools/`` importable, without adapter settings
+    (``IAC_CODE_AGUI_*``: only what a tool passes applies) and with proxies out of the way (all on loopback)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IAC_CODE_AGUI_")}
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, TOOLS] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
         env.pop(name, None)
     env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
@@ -179,9 +183,37 @@ def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     return env
 
 
+def stop_process(proc: subprocess.Popen, timeout: float = 20.0) -> Optional[int]:
+    """SIGTERM, then the exit status; None when it had to be killed after ``timeout`` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+            return None
+    return proc.returncode
+
+
+def wait_in_log(proc: subprocess.Popen, path: str, pattern: bytes, timeout: float) -> "re.Match[bytes]":
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(path, "rb") as handle:
+            found = re.search(pattern, handle.read())
+        if found:
+            return found
+        if proc.poll() is not None:
+            break
+        time.sleep(0.02)
+    with open(path, "rb") as handle:
+        tail = handle.read()[-2000:].decode("utf-8", "replace")
+    raise RuntimeError("%r not seen in %s (exit %s):\n%s" % (pattern, path, proc.poll(), tail))
+
+
 def start_runtime(token: str, threads: int, ping_interval: float = 15.0, log_dir: Optional[str] = None) -> Service:
     port = free_port()
-    argv = python_argv(os.path.join(HERE, "bench_servers.py"), "runtime", "--port", str(port), "--token", token,
+    argv = python_argv("-m", "toolkit.servers", "runtime", "--port", str(port), "--token", token,
                        "--threads", str(threads), "--ping-interval", str(ping_interval))
     return Service("runtime", argv, "http://127.0.0.1:%d/" % port, env=child_env(),
                    headers={"Authorization": "Bearer " + token}, log_dir=log_dir)
@@ -189,7 +221,7 @@ def start_runtime(token: str, threads: int, ping_interval: float = 15.0, log_dir
 
 def start_relay(upstream: str, threads: int, log_dir: Optional[str] = None) -> Service:
     port = free_port()
-    argv = python_argv(os.path.join(HERE, "bench_servers.py"), "relay", "--port", str(port),
+    argv = python_argv("-m", "toolkit.servers", "relay", "--port", str(port),
                        "--upstream", upstream, "--threads", str(threads))
     return Service("relay", argv, "http://127.0.0.1:%d/" % port, env=child_env(), log_dir=log_dir)
 
@@ -218,7 +250,7 @@ def start_peer(template: str, runtime: Service, token: str, config_dir: str,
 
 def runtime_busy(runtime: "Service") -> Dict[str, int]:
     """The bench runtime's own count of requests running and of requests queued for a thread."""
-    from bench_servers import BUSY_PATH
+    from .servers import BUSY_PATH
 
     with requests.Session() as session:
         session.trust_env = False     # loopback: never through a proxy from the environment

@@ -5,7 +5,7 @@ project's own environment: it pulls a large dependency tree and needs a2a-sdk pi
 1.2 (newer releases removed a symbol it imports). A separate, cached venv keeps both
 worlds apart and makes the second and later test sessions start in about a second.
 
-Usage from the command line: ``python tools/iaccode_env.py`` builds it and prints the
+Usage from the command line: ``python tools/toolkit/iaccode_env.py`` builds it and prints the
 interpreter path.
 """
 

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Instructions per event of the whole adapter process and of the floor, counted by valgrind.
 
-    python tools/bench_instructions.py [--deltas 20000] [--tree DIR]
+    python tools/bench.py --section instructions [--deltas 20000] [--tree DIR]
 
 The bench's CPU row reads the adapter's CPU time from /proc while the runtime and the client share the
 same two cores, and sets it against the floor's CPU time measured alone between the reps; on a shared
@@ -25,17 +24,14 @@ import tempfile
 import time
 from typing import List, Optional
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-import bench_client as client  # noqa: E402
-import bench_phases as phases  # noqa: E402
-import bench_procs as procs  # noqa: E402
+from . import ROOT, client
+from . import phases
+from . import procs
 
 _FLOOR_PASS = """
 import pickle, sys
 sys.path.insert(0, %r)
-import bench_floor
+from toolkit import floor as bench_floor
 frames = pickle.load(open(%r, "rb"))
 for _ in range(int(sys.argv[1])):
     bench_floor.decode_encode(frames)
@@ -64,7 +60,7 @@ def floor_instructions(frames: List[bytes], tmp: str) -> float:
         pickle.dump(frames, handle)
     script = os.path.join(tmp, "floor_pass.py")
     with open(script, "w", encoding="utf-8") as handle:
-        handle.write(_FLOOR_PASS % (HERE, data))
+        handle.write(_FLOOR_PASS % (procs.TOOLS, data))
     totals = []
     for passes in (1, 3):
         out = os.path.join(tmp, "floor-%d.out" % passes)
@@ -103,12 +99,16 @@ def adapter_instructions(runtime: procs.Service, token: str, cwd: str, deltas: i
     return _collected(out) / deltas
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python tools/bench_instructions.py", description=__doc__,
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python tools/bench.py --section instructions", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--deltas", type=int, default=20000)
-    parser.add_argument("--tree", default=os.path.dirname(HERE), help="checkout the adapter runs from")
-    args = parser.parse_args(argv)
+    parser.add_argument("--tree", default=ROOT, help="checkout the adapter runs from")
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     if not (shutil.which("valgrind") and shutil.which("callgrind_control")):
         print("valgrind (callgrind) is not installed: no instruction counts")
         return 0
@@ -128,7 +128,3 @@ def main(argv: Optional[List[str]] = None) -> int:
     print("  floor: in-process decode+encode   %8.0f" % floor)
     print("  adapter process (%s)  %8.0f   adapter/floor %.2f" % (args.tree, adapter, adapter / floor))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
