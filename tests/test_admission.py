@@ -135,6 +135,7 @@ def test_one_expired_interrupt_expires_the_execution_for_a_new_turn_too():
 def interrupted(run="r1", continuations=0, pend=True):
     saved = state(pending=pending() if pend else None)
     saved.execution.interrupted_run_id, saved.execution.continuations = run, continuations
+    saved.execution.interrupted_ids = ["p-1"]
     return saved
 
 

@@ -259,14 +259,18 @@ def test_expected_thread_id_is_checked():
 def test_the_interrupted_run_and_its_continuations_round_trip():
     state = make_state()
     assert "interruptedRunId" not in state.to_document()["execution"]      # written only once a run interrupts
-    assert state.execution.note_interrupted("run-2") and state.execution.continuations == 0
+    assert state.execution.note_interrupted("run-2", ["p-1"]) and state.execution.continuations == 0
     state.execution.continuations = 3
-    assert not state.execution.note_interrupted("run-2") and state.execution.continuations == 3
+    assert not state.execution.note_interrupted("run-2", ["p-1"]) and state.execution.continuations == 3
+    assert state.execution.note_interrupted("run-2", ["p-2"]) and state.execution.continuations == 3
     doc = json.loads(json.dumps(state.to_document()))
     assert doc["execution"]["interruptedRunId"] == "run-2" and doc["execution"]["continuations"] == 3
+    assert doc["execution"]["interruptedIds"] == ["p-1", "p-2"]       # every interrupt the run announced
     again = ThreadState.from_document(doc, "thread-1")
     assert (again.execution.interrupted_run_id, again.execution.continuations) == ("run-2", 3)
-    assert again.execution.note_interrupted("run-3") and again.execution.continuations == 0
+    assert again.execution.interrupted_ids == ["p-1", "p-2"]
+    assert again.execution.note_interrupted("run-3", ["p-3"]) and again.execution.continuations == 0
+    assert again.execution.interrupted_ids == ["p-3"]
 
 
 @pytest.mark.parametrize("change", [{"continuations": 1}, {"interruptedRunId": "r"},

@@ -120,12 +120,13 @@ def _check_run_id(state: ThreadState, req: RunRequest) -> bool:
 
 
 def _answers_what_it_left(execution: Execution, req: RunRequest) -> bool:
-    """A continuation answers the interrupts its run left waiting (pending, or expired since).
+    """A continuation answers interrupts that run announced (waiting, expired, or already answered).
 
-    Anything else under that run id is another request reusing it: refused, so a stale or foreign answer
-    can never take the run id over and replace the log that shows the interrupts still waiting.
+    An answer to an earlier run's interrupt under that run id is another request reusing it: refused, so a
+    stale answer can never take the run id over and replace the log that shows what is still waiting.  An
+    answer it announced and that was applied since is a retry: admitted, and told it was applied.
     """
-    waiting = set(execution.pending) | set(execution.expired_interrupt_ids)
+    waiting = set(execution.interrupted_ids) | set(execution.pending) | set(execution.expired_interrupt_ids)
     return bool(req.resume) and all(entry.get("interruptId") in waiting for entry in req.resume or ())
 
 

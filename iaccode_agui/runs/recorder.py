@@ -137,7 +137,7 @@ class StateRecorder:
                 state.execution.pending.clear()
                 changed = True
             if interrupted and current and state.execution.pending:
-                changed = state.execution.note_interrupted(self.run_id) or changed
+                changed = state.execution.note_interrupted(self.run_id, list(state.execution.pending)) or changed
             if terminal and (not current or not state.execution.pending) and \
                     self.execution_id not in state.terminal_execution_ids:
                 state.mark_terminal(self.execution_id)

@@ -72,13 +72,17 @@ class Execution:
     # and continue it (``runs.admission``); ``continuations`` counts the continuations admitted under it.
     interrupted_run_id: Optional[str] = None
     continuations: int = 0
+    interrupted_ids: List[str] = field(default_factory=list)    # what that run (any segment) announced
 
-    def note_interrupted(self, run_id: str) -> bool:
+    def note_interrupted(self, run_id: str, interrupt_ids: List[str]) -> bool:
         """``run_id`` ended in interrupts; a continuation of it that interrupts again keeps its count."""
         if self.interrupted_run_id == run_id:
-            return False
+            grown = sorted(set(self.interrupted_ids) | set(interrupt_ids))
+            changed, self.interrupted_ids = grown != self.interrupted_ids, grown
+            return changed
         self.interrupted_run_id = run_id
         self.continuations = 0
+        self.interrupted_ids = sorted(set(interrupt_ids))
         return True
     run_mode: Optional[str] = None   # chosen when the execution started (None: the runtime chose)
 
@@ -238,7 +242,8 @@ class ThreadState:
         if self.runtime is not None:
             doc["runtime"] = self.runtime
         if ex.interrupted_run_id is not None:
-            doc["execution"].update(interruptedRunId=ex.interrupted_run_id, continuations=ex.continuations)
+            doc["execution"].update(interruptedRunId=ex.interrupted_run_id, continuations=ex.continuations,
+                                    interruptedIds=list(ex.interrupted_ids))
         if ex.run_mode is not None:     # absent from documents written before it was kept
             doc["execution"]["runMode"] = ex.run_mode
         found = find_secret_keys(doc)
@@ -298,7 +303,7 @@ _EXECUTION_KEYS = (
     "executionId", "rosInvocationId", "taskId", "pipelineSequence", "pipelineOpenSteps",
     "textSnapshotDigests", "pending", "expiredInterruptIds",
 )
-_OPTIONAL_EXECUTION_KEYS = ("interruptedRunId", "continuations")   # together, or neither
+_OPTIONAL_EXECUTION_KEYS = ("interruptedRunId", "continuations", "interruptedIds")   # together, or neither
 _PENDING_KEYS = ("value", "sideband", "expiresAt", "answerDigest")
 _APPLIED_KEYS = ("executionId", "interruptId", "digest")
 _ACTIVE_RUN_KEYS = ("runId", "owner", "startedAt", "kind")
@@ -387,6 +392,7 @@ def _execution(value: Any) -> Execution:
         expired_interrupt_ids=sorted(set(_string_list(ex["expiredInterruptIds"], "execution.expiredInterruptIds"))),
         interrupted_run_id=_optional(ex.get("interruptedRunId"), "execution.interruptedRunId", _string),
         continuations=continued,
+        interrupted_ids=sorted(set(_string_list(ex.get("interruptedIds", []), "execution.interruptedIds"))),
         run_mode=ex.get("runMode"),
     )
 
