@@ -26,7 +26,9 @@ from iaccode_agui.errors import AguiError
 from iaccode_agui.metrics import Level, Metrics
 from iaccode_agui.projection.events import PROTOCOL_VERSION
 from iaccode_agui.readiness import Readiness, probe_client, ready_response
+from iaccode_agui.runs.channel import Subscription
 from iaccode_agui.runs.manager import RunManager
+from iaccode_agui.runs.run import Run
 from iaccode_agui.runs.stream import SSEBody, client_disconnect_probe
 from iaccode_agui.state.store import StateError, ThreadStore
 
@@ -350,7 +352,7 @@ class AguiApp:
     def on_file(self, request: Request, info: Dict[str, Any], token: str) -> Response:
         return self.agentcore.file(request, info, token)
 
-    def stream_response(self, request: Request, info: Dict[str, Any], run: Any, sub: Any,
+    def stream_response(self, request: Request, info: Dict[str, Any], run: Run, sub: Subscription,
                         headers: Iterable[Tuple[str, str]] = ()) -> SSEBody:
         """The SSE body of an admitted (or re-attached) run, for the AgentCore route family.
 
@@ -374,7 +376,7 @@ class AguiApp:
         if not self._streams.add_below(1, self.settings.max_active_runs):
             raise AguiError("RUNTIME_CAPACITY_EXCEEDED", headers={"Retry-After": "1"})
 
-    def _stream(self, request: Request, info: Dict[str, Any], run: Any, sub: Any, route: str,
+    def _stream(self, request: Request, info: Dict[str, Any], run: Run, sub: Subscription, route: str,
                 headers: Iterable[Tuple[str, str]] = ()) -> SSEBody:
         """The SSE response for a stream whose slot ``_reserve_stream`` took; closing it gives the slot back."""
         started = time.monotonic()

@@ -256,3 +256,126 @@ def test_the_package_uses_no_private_internals_of_its_dependencies():
         if found:
             offending[relative(path)] = found
     assert not offending, "private internals of a dependency (file: [(line, use)]): %r" % offending
+
+
+# ---- modules of the package keep their underscore names, and import each other without a cycle -----------------
+def _class_private_names(tree: ast.AST) -> frozenset:
+    """The underscore attributes the module's own classes define: methods, class attributes, ``self._x = ``."""
+    names = set()
+    for cls in (node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)):
+        for item in cls.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names.add(item.name)
+            elif isinstance(item, (ast.Assign, ast.AnnAssign)):
+                targets = item.targets if isinstance(item, ast.Assign) else [item.target]
+                names.update(target.id for target in targets if isinstance(target, ast.Name))
+        names.update(node.attr for node in ast.walk(cls) if isinstance(node, ast.Attribute)
+                     and isinstance(node.ctx, ast.Store) and _is_self(node.value))
+    return frozenset(name for name in names if name.startswith("_"))
+
+
+def _single_underscore(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def foreign_private_uses(source: str) -> List[Tuple[int, str]]:
+    """Where a module reaches into another module's underscore names.
+
+    The rule: ``x._name`` (one leading underscore, ``x`` anything but ``self`` or ``cls``) is allowed only
+    when a class of the same module defines ``_name`` (a method, a class attribute or a ``self._name`` /
+    ``cls._name`` assignment): a class may use the private parts of its own kind, as ``__eq__`` does.  And
+    ``from iaccode_agui... import _name`` (relative imports included) is never allowed.  A name another
+    module needs is a public method or attribute of the class that owns it.
+    """
+    tree = ast.parse(source)
+    own = _class_private_names(tree)
+    found: List[Tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _single_underscore(node.attr) and not _is_self(node.value) \
+                and node.attr not in own:
+            found.append((node.lineno, "." + node.attr))
+        elif isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == PACKAGE.name):
+            found.extend((node.lineno, "import " + alias.name) for alias in node.names
+                         if _single_underscore(alias.name))
+    return found
+
+
+def test_the_foreign_private_detector_finds_every_kind_of_reach():
+    source = "\n".join([
+        "from iaccode_agui.runs.manager import _helper", "from .kept import _prune", "manager._context(req)",
+        "worker._cancel_task_if_unprotected()", "module._CONSTANT", "class Own:\n    def _mine(self):\n        pass",
+        "other._mine()", "self._anything", "cls._anything", "x.__class__", "from os import _exit",
+    ])
+    assert sorted(line for line, _ in foreign_private_uses(source)) == [1, 2, 3, 4, 5]
+
+
+def test_no_module_reaches_into_another_modules_underscore_names():
+    offending = {relative(path): found for path in modules()
+                 for found in [foreign_private_uses(path.read_text(encoding="utf-8"))] if found}
+    assert not offending, "underscore names used outside their module (file: [(line, use)]): %r" % offending
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_imports(path: pathlib.Path, known: frozenset) -> frozenset:
+    """The package modules ``path`` imports, anywhere in it (``TYPE_CHECKING`` blocks and functions too).
+
+    ``from a.b import c`` counts as importing ``a.b.c`` when that is a module, else ``a.b``; the packages
+    a dotted import passes through (their ``__init__``) are not counted.
+    """
+    name = _module_name(path)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in known)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            for alias in node.names:
+                full = base + "." + alias.name
+                found.add(full if full in known else base)
+    return frozenset(found & known - {name})
+
+
+def import_cycle(graph: dict) -> List[str]:
+    """One cycle of ``graph`` (module -> modules it imports), as the modules around it; [] when none."""
+    state: dict = {}        # module -> "open" while on the current path, "done" once all it reaches is seen
+    path: List[str] = []
+
+    def visit(module: str) -> List[str]:
+        state[module] = "open"
+        path.append(module)
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                return path[path.index(target):] + [target]
+            if target not in state:
+                cycle = visit(target)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[module] = "done"
+        return []
+
+    for module in sorted(graph):
+        cycle = [] if module in state else visit(module)
+        if cycle:
+            return cycle
+    return []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert import_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert import_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def test_the_package_modules_import_each_other_without_a_cycle():
+    paths = list(modules())
+    known = frozenset(_module_name(path) for path in paths)
+    graph = {_module_name(path): package_imports(path, known) for path in paths}
+    assert graph["iaccode_agui.runs.manager"] >= {"iaccode_agui.runs.worker", "iaccode_agui.runs.channel"}
+    assert not import_cycle(graph), "an import cycle: %s" % " -> ".join(import_cycle(graph))

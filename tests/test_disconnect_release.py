@@ -31,7 +31,7 @@ def test_a_new_run_right_after_a_disconnect_is_admitted(adapter_factory, demo):
     response = adapter.post(adapter.body("sleep 10", thread="again"), stream=True)
     reader = SSEReader(response)
     reader.until("CUSTOM")
-    old = next(iter(adapter.app.manager._live.values()))
+    old = adapter.app.manager.live_runs()[0]
     reader.close()
     assert wait_for(lambda: old.channel.client_gone(), 2)   # the server saw the socket close
     started = time.monotonic()

@@ -14,8 +14,9 @@ from iaccode_agui.agentcore.stop import stop_run
 from iaccode_agui.errors import AguiError
 from iaccode_agui.inputs import parse_run_request
 from iaccode_agui.runs import kept as kept_module
-from iaccode_agui.runs.finished import FinishedRun, LoggedChannel
+from iaccode_agui.runs.finished import EndedWorker, FinishedRun
 from iaccode_agui.runs.liverun import LiveRun
+from iaccode_agui.runs.run import Run
 from tests.run_harness import QuietClient, body, drain, finish, make_manager, start, status, task_frame
 
 
@@ -53,15 +54,16 @@ def test_a_finished_run_with_a_complete_log_is_kept_as_a_summary_and_its_graph_i
     try:
         run, frames = _finished_run(manager, quiet, "run-1")
         graph = weakref.ref(run.worker.projector)
-        assert isinstance(_kept(manager, "run-1"), LiveRun)
+        assert isinstance(_kept(manager, "run-1"), LiveRun) and isinstance(run, Run)
         del run
         manager.housekeeper.run_once(sweep_logs=False)
         kept = _kept(manager, "run-1")
-        assert isinstance(kept, FinishedRun) and isinstance(kept.channel, LoggedChannel)
+        assert isinstance(kept, FinishedRun) and isinstance(kept, Run) and isinstance(kept.worker, EndedWorker)
+        assert kept.channel.closed and kept.channel.memory_bytes == 0 and not kept.channel.attached
         assert kept.worker.finished and kept.worker.outcome == "success" and kept.worker.error_code is None
         gc.collect()
         assert graph() is None, "the finished run's projector outlived its summary"
-        assert manager.summarise_finished() == 0      # a summary is not summarised again
+        assert manager.runs.kept.summarise() == 0      # a summary is not summarised again
     finally:
         manager.stop()
 
@@ -170,7 +172,7 @@ def test_the_finished_run_bound_holds_for_summaries(tmp_path, monkeypatch):
         req = parse_run_request(body(manager, "hi", run="run-0"), manager.settings.allowed_cwds)
         assert manager.find_run(req.thread_id, "run-0") is None      # past the bound: the log serves it
         followed, sub = manager.start(req, "en", last_event_id=0)
-        assert not isinstance(followed, FinishedRun)
+        assert not isinstance(followed, FinishedRun) and isinstance(followed, Run)
         assert _frames(drain(sub))[-1][1]["type"] == "RUN_FINISHED"
         sub.detach()
     finally:

@@ -30,7 +30,7 @@ def _types(chunks):
 def test_run_started_is_the_first_chunk_and_the_thread_starts_after_it(adapter_factory):
     adapter = adapter_factory()
     response = _call(adapter)
-    worker = next(iter(adapter.app.manager._live.values())).worker
+    worker = adapter.app.manager.live_runs()[0].worker
     first = next(response)
     assert b'"RUN_STARTED"' in first
     assert not worker.thread.is_alive() and worker.thread.ident is None   # not even created yet
@@ -44,7 +44,7 @@ def test_run_started_is_the_first_chunk_and_the_thread_starts_after_it(adapter_f
 def test_a_response_closed_after_its_first_chunk_still_runs_and_ends_the_run(adapter_factory):
     adapter = adapter_factory()
     response = _call(adapter, "sleep 0.3", thread="fb-2")
-    worker = next(iter(adapter.app.manager._live.values())).worker
+    worker = adapter.app.manager.live_runs()[0].worker
     assert b'"RUN_STARTED"' in next(response)
     response.close()                      # the client left before the second chunk
     assert wait_for(lambda: worker.finished, 10)

@@ -179,13 +179,13 @@ def test_resume_sent_the_moment_the_body_ends(generic, monkeypatch):
     used to be released only after the channel closed).
     """
     manager = generic.app.manager
-    original = manager._ended
+    original = manager.run_ended
 
     def slow_ended(run):
         time.sleep(0.3)
         original(run)
 
-    monkeypatch.setattr(manager, "_ended", slow_ended)
+    monkeypatch.setattr(manager, "run_ended", slow_ended)
     interrupt = interrupt_of(generic.run(generic.body("ask", thread="g-race")))
     resumed = generic.run(generic.body(None, thread="g-race", resume=answer(interrupt, payload={"freeText": "Bo"})))
     assert text_of(resumed) == "Hello, Bo!"

@@ -70,7 +70,7 @@ def test_the_housekeeper_releases_after_runs_end_and_the_finished_runs_are_freed
             del run, sub
         for thread in threads:                  # a run's thread holds it until the thread is gone
             thread.join(5)
-        assert manager.ended_total == 3
+        assert manager.runs.ended_total == 3
         housekeeper.run_once(sweep_logs=False)
         assert housekeeper.releaser.releases == releases + 1
         assert [ref() for ref in runs] == [None, None, None], "finished runs outlived the collection"

@@ -233,7 +233,7 @@ def test_stalled_client_memory_is_bounded_and_close_cancels(adapter_factory, dem
     response = adapter.post(adapter.body("firehose 1000000", thread="stall"), stream=True)
     reader = SSEReader(response)
     reader.until("TEXT_MESSAGE_CONTENT")
-    run = next(iter(adapter.app.manager._live.values()))
+    run = adapter.app.manager.live_runs()[0]
     start_rss = rss_mib()
     samples = []
     # Sample without reading a byte until the published count has not moved for 2 s (the worker waits

@@ -194,7 +194,7 @@ def test_a_run_that_cannot_start_gives_back_everything_its_admission_took(manage
     with pytest.raises(RuntimeError):
         start(manager, doc)
     assert manager.active_count() == 0, "the capacity slot is still held"
-    assert manager._live == {} and manager._by_execution == {}, "the run is still listed as live"
+    assert manager.runs._live == {} and manager.runs._by_execution == {}, "the run is still listed as live"
     lease = manager.store.try_run_lease(THREAD)
     assert lease is not None, "the run lease is still held"
     lease.release()

@@ -167,7 +167,7 @@ def test_a_followed_adopted_run_keeps_its_thread_busy(adapter_factory, quick_dem
     # The re-attach may land before the start-up scan adopted the run (it then follows the run from its
     # log) or after (it attaches to the adopted run's channel): either way the run is followed.
     assert wait_for(lambda: any(run.channel.attached or run.followed_elsewhere()
-                                for run in list(manager._live.values())), 20)
+                                for run in manager.live_runs()), 20)
     refused = successor.post(successor.body("next", thread="crash-4"))
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "THREAD_BUSY"
     quick_demo.runtime.store.clock.resume()

@@ -3,7 +3,7 @@
 Each handler speaks AgentCore at its edges (codes through ``errors.agentcore_error``, the session
 header on every answer) and the run core's own API in between.
 """
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 from urllib.parse import quote
 
 from werkzeug.wrappers import Request, Response
@@ -17,7 +17,9 @@ from iaccode_agui.agentcore.readiness import RuntimeProbe
 from iaccode_agui.agentcore.shaping import AgentCoreShaper
 from iaccode_agui.agentcore.stop import stop_run
 from iaccode_agui.errors import AguiError
+from iaccode_agui.runs.channel import Subscription
 from iaccode_agui.runs.profile import RunProfile
+from iaccode_agui.runs.run import Run
 
 SESSION_HEADER = ac_requests.SESSION_HEADER
 PROFILE_NAME = "agentcore"
@@ -83,7 +85,8 @@ class AgentCoreRoutes:
             raise self._mapped(exc, thread_id, request)
         return self.app.stream_response(request, info, run, sub, headers=[(SESSION_HEADER, run.thread_id)])
 
-    def _open(self, request: Request, info: Dict[str, Any], attach: Any, run_request: Any) -> Any:
+    def _open(self, request: Request, info: Dict[str, Any], attach: Any,
+              run_request: Any) -> Tuple[Run, Subscription]:
         """Attach to a run, or start one that no missing client can cancel (it has an explicit stop)."""
         if attach is not None:
             attached = self.manager.attach(attach.thread_id, attach.run_id, attach.after_sequence,

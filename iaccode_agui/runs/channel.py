@@ -123,6 +123,14 @@ class RunChannel:
     def base_seq(self) -> int:
         return self._base_seq
 
+    def logged(self) -> "RunChannel":
+        """A closed twin of this finished channel that replays from its complete log alone (``runs.finished``):
+        the same ids and attach rules, with no frames in memory and no replay budget."""
+        twin = RunChannel(1, self._queue_max, first_seq=self._next_seq, base_seq=self._base_seq,
+                          queue_max_bytes=self._queue_max_bytes)
+        twin.log_path, twin.closed, twin.events_published = self.log_path, True, self.events_published
+        return twin
+
     def client_gone(self) -> bool:
         """No client, or the attached one's connection is known to be lost (its stream has not noticed yet)."""
         sub = self._subscriber

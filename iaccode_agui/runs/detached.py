@@ -25,7 +25,8 @@ from typing import Any, Optional
 
 from iaccode_agui.errors import AguiError
 from iaccode_agui.runs.cancel import CANCELLED
-from iaccode_agui.runs.runlog import DETACHED_SUFFIX
+from iaccode_agui.runs.liverun import LiveRun
+from iaccode_agui.runs.runlog import DETACHED_SUFFIX, RunLogStore
 from iaccode_agui.state.model import ThreadState
 from iaccode_agui.state.store import StateError
 
@@ -35,10 +36,9 @@ YIELD_WAIT = 5.0        # how long a request waits for a run cancelled in anothe
 YIELD_POLL = 0.05
 
 
-def mark_detached(manager: Any, run: Any, now: bool = False) -> None:
+def mark_detached(runlogs: RunLogStore, run: LiveRun, now: bool = False) -> None:
     """Have the run's channel hold the ``.detached`` mark while no client is attached (logs enabled only);
     ``now`` for a run that starts without one (adopted after its owner died)."""
-    runlogs = manager.runlogs
     if runlogs.enabled:
         run.channel.use_marker(lambda: runlogs.watch(run.thread_id, run.run_id, DETACHED_SUFFIX), now)
 

@@ -12,12 +12,10 @@ A run without a complete log (no log, a log that reached its size cap, a log giv
 error) keeps its whole graph: its memory frames are the only copy of its events.
 """
 import threading
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import Optional, Tuple, Union
 
 from iaccode_agui.runs.channel import RunChannel
-
-if TYPE_CHECKING:
-    from iaccode_agui.runs.liverun import LiveRun
+from iaccode_agui.runs.liverun import LiveRun
 
 
 class EndedWorker:
@@ -37,34 +35,6 @@ class EndedWorker:
         """Nothing left to cancel: the run has ended."""
 
 
-class LoggedChannel(RunChannel):
-    """The closed channel of a run whose log holds every frame: the same attach rules, replay from the log.
-
-    It reuses ``RunChannel``'s attach and replay code on an empty, closed state instead of calling its
-    constructor, so it carries no frame deque, no batch list and no budget.
-    """
-
-    def __init__(self, log_path: str, next_seq: int, events_published: int, queue_max: int,
-                 queue_max_bytes: Optional[int], base_seq: int = 0) -> None:  # noqa: super().__init__ not called
-        self._lock = threading.Lock()
-        self._frames = ()            # type: ignore[assignment]   # nothing in memory: the log has it all
-        self._max_frames = 1
-        self._memory = 0
-        self._budget = None
-        self._log = None
-        self.log_path = log_path
-        self._log_end = None
-        self._next_seq = next_seq
-        self._base_seq = base_seq
-        self._queue_max = queue_max
-        self._queue_max_bytes = queue_max_bytes
-        self._subscriber = None
-        self.closed = True
-        self.events_published = events_published
-        self._pending = ()           # type: ignore[assignment]
-        self._batching = 0
-
-
 def _fresh(text: str) -> str:
     """A copy of ``text`` allocated now.
 
@@ -76,14 +46,15 @@ def _fresh(text: str) -> str:
 
 
 class FinishedRun:
-    """A finished run as the manager keeps it for re-attach and stop, without its object graph."""
+    """A finished run as the manager keeps it for re-attach and stop, without its object graph: a ``Run``
+    (``runs.run``) whose worker is an ``EndedWorker`` and whose channel replays from the log."""
 
     __slots__ = ("thread_id", "run_id", "digest", "execution_id", "ros_invocation_id", "ended_at", "worker",
-                 "channel", "takeover_gate", "_metrics")
+                 "channel", "takeover_gate", "metrics")
     keep_without_client = False
     adopted = False
 
-    def __init__(self, run: "LiveRun", channel: LoggedChannel, worker: EndedWorker) -> None:
+    def __init__(self, run: LiveRun, channel: RunChannel, worker: EndedWorker) -> None:
         self.thread_id = _fresh(run.thread_id)
         self.run_id = _fresh(run.run_id)
         self.digest = _fresh(run.digest)
@@ -93,14 +64,14 @@ class FinishedRun:
         self.worker = worker
         self.channel = channel
         self.takeover_gate = threading.Lock()
-        self._metrics = run.manager.metrics
+        self.metrics = run.metrics
 
     @property
     def key(self) -> Tuple[str, str]:
         return self.thread_id, self.run_id
 
     def client_closed(self, finished: bool) -> None:
-        self._metrics.inc("agui_streams_closed_total")
+        self.metrics.inc("agui_streams_closed_total")
 
     def cancel_grace(self) -> None:
         """A re-attach cancels a reconnect grace; a finished run has none."""
@@ -109,7 +80,10 @@ class FinishedRun:
         return False
 
 
-def summarise(run: Any) -> Optional[FinishedRun]:
+KeptRun = Union[LiveRun, FinishedRun]      # a finished run as ``runs.kept`` holds it
+
+
+def summarise(run: "KeptRun") -> Optional[FinishedRun]:
     """The summary of a finished run, or None while it must keep its graph (see the module docstring).
 
     Also None while a client is attached (it reads the run's own channel; a second client must still be
@@ -121,6 +95,4 @@ def summarise(run: Any) -> Optional[FinishedRun]:
     if worker is None or not worker.finished or not channel.closed or not channel.log_complete \
             or channel.attached or channel.memory_bytes:
         return None
-    logged = LoggedChannel(channel.log_path, channel.next_seq, channel.events_published, channel._queue_max,
-                           channel._queue_max_bytes, channel.base_seq)
-    return FinishedRun(run, logged, EndedWorker(worker.outcome, worker.error_code))
+    return FinishedRun(run, channel.logged(), EndedWorker(worker.outcome, worker.error_code))

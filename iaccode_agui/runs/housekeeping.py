@@ -38,15 +38,15 @@ class Housekeeper:
 
     def run_once(self, sweep_logs: bool = True) -> None:
         manager = self._manager
-        manager.prune_finished()
+        manager.runs.kept.prune()
         finished = [run.channel for run in manager.finished_runs()]
         for channel in finished:
             if channel.log_complete:
                 channel.drop_memory()
         live = [run.channel for run in manager.live_runs()]
         manager.budget.settle(finished, live)
-        manager.summarise_finished()    # before the collection below, so the graphs it frees are collected
-        ended_total = manager.ended_total
+        manager.runs.kept.summarise()    # before the collection below, so the graphs it frees are collected
+        ended_total = manager.runs.ended_total
         ended, self._ended_seen = ended_total - self._ended_seen, ended_total
         self.releaser.note(ended, len(live))
         if sweep_logs and manager.runlogs.enabled:

@@ -11,9 +11,9 @@ a lookup never misses a run between the two.  Methods named ``*_locked`` expect 
 import collections
 import threading
 import time
-from typing import Any, Deque, List, Optional, Tuple
+from typing import Deque, List, Optional, Tuple
 
-from iaccode_agui.runs.finished import summarise
+from iaccode_agui.runs.finished import KeptRun, summarise
 
 FINISHED_KEEP = 256          # finished runs whose events stay available for re-attach
 FINISHED_TTL = 300.0         # seconds
@@ -24,9 +24,9 @@ class KeptRuns:
 
     def __init__(self, lock: threading.Lock) -> None:
         self._lock = lock
-        self._runs: Deque[Any] = collections.deque()
+        self._runs: Deque[KeptRun] = collections.deque()
 
-    def add_locked(self, run: Any) -> None:
+    def add_locked(self, run: KeptRun) -> None:
         """Keep a run that has just ended, then drop what is past the bounds.
 
         A continuation of an interrupted run (its ids start above 0) has the run's key: it replaces the
@@ -37,10 +37,10 @@ class KeptRuns:
         self._runs.append(run)
         self._prune_locked()
 
-    def find_locked(self, key: Tuple[str, str]) -> Optional[Any]:
+    def find_locked(self, key: Tuple[str, str]) -> Optional[KeptRun]:
         return next((item for item in self._runs if item.key == key), None)
 
-    def snapshot(self) -> List[Any]:
+    def snapshot(self) -> List[KeptRun]:
         with self._lock:
             return list(self._runs)
 

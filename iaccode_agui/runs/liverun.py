@@ -5,25 +5,29 @@ process, or an adopted run waiting for its first client each keep it going for a
 are all about one run, so they live with it; the manager only admits, finds and ends runs.
 """
 import threading
-from typing import TYPE_CHECKING, Optional, Tuple
+from typing import Any, Optional, Tuple
 
-from iaccode_agui.inputs import RunRequest
+from iaccode_agui.config import Settings
+from iaccode_agui.metrics import Metrics
 from iaccode_agui.runs.channel import RunChannel
 from iaccode_agui.runs.profile import DEFAULT as DEFAULT_PROFILE, RunProfile
+from iaccode_agui.runs.runlog import RunLogStore
 from iaccode_agui.runs.worker import RunWorker
 from iaccode_agui.state.model import ThreadState
 from iaccode_agui.state.store import RunLease
-
-if TYPE_CHECKING:
-    from iaccode_agui.runs.manager import RunManager
 
 REMOTE_ATTACH_POLL = 0.5      # how often an owner without a client checks for one attached elsewhere
 
 
 class LiveRun:
-    def __init__(self, manager: "RunManager", req: RunRequest, state: ThreadState, lease: RunLease,
-                 channel: RunChannel, profile: RunProfile = DEFAULT_PROFILE) -> None:
-        self.manager = manager
+    """A run of this process, admitted or adopted, live or ended and kept for re-attach (``runs.run.Run``)."""
+
+    def __init__(self, req: Any, state: ThreadState, lease: RunLease, channel: RunChannel, settings: Settings,
+                 metrics: Metrics, runlogs: RunLogStore, profile: RunProfile = DEFAULT_PROFILE) -> None:
+        """``req``: the ``RunRequest`` that admitted the run, or what an adoption rebuilt of it from the log."""
+        self.settings = settings
+        self.metrics = metrics
+        self.runlogs = runlogs
         self.profile = profile
         self.thread_id = req.thread_id
         self.run_id = req.run_id
@@ -52,14 +56,14 @@ class LiveRun:
         detached-run timeout, whose default 0 keeps it going to its end (a new message on its thread, or a
         stop, ends it sooner).
         """
-        settings = self.manager.settings
+        settings = self.settings
         if self.keep_without_client:
             return settings.detached_run_timeout or None
         return settings.reconnect_grace
 
     def client_closed(self, finished: bool) -> None:
         """The SSE response closed; cancel the run unless it ended or is safely interrupted."""
-        self.manager.metrics.inc("agui_streams_closed_total")
+        self.metrics.inc("agui_streams_closed_total")
         worker = self.worker
         wait = self.detached_wait()
         if finished or worker is None or worker.finished or self.channel.attached or wait is None:
@@ -100,11 +104,11 @@ class LiveRun:
         the take-over grace, or longer when the run's own wait without a client is longer."""
         wait = self.detached_wait()
         if wait is not None:
-            self._start_timer(max(self.manager.settings.takeover_grace, wait))
+            self._start_timer(max(self.settings.takeover_grace, wait))
 
     def followed_elsewhere(self) -> bool:
         """A client that re-attached through another process follows this run from its log."""
-        return self.manager.runlogs.enabled and self.manager.runlogs.watched(self.thread_id, self.run_id)
+        return self.runlogs.enabled and self.runlogs.watched(self.thread_id, self.run_id)
 
     def _recheck_later(self) -> None:
         """While a client follows elsewhere nothing is cancelled; once it leaves, a disconnect counts."""

@@ -4,7 +4,8 @@ The manager is the shell around the pure admission rules: it holds the per-threa
 probes the run lease and saves the claimed state, so two requests (or two processes) can never both
 admit a run on one thread.  It also keeps each run for a while after the run ends (``runs.kept``) so
 that a client can re-attach (``runs.reattach``) and read the tail it missed.  What decides, for one run,
-that its client is gone (the reconnect and adoption graces) lives with the run, in ``runs.liverun``.
+that its client is gone (the reconnect and adoption graces) lives with the run, in ``runs.liverun``; the
+runs themselves and their lock are ``runs.runregistry``'s, and a run is assembled in ``runs.assembly``.
 """
 import logging
 import os
@@ -12,7 +13,7 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from iaccode_agui import errors
 from iaccode_agui.a2a import dialect
@@ -22,20 +23,24 @@ from iaccode_agui.config import Settings
 from iaccode_agui.errors import AguiError
 from iaccode_agui.inputs import RunRequest
 from iaccode_agui.metrics import Metrics
-from iaccode_agui.projection.run import RunContext, RunProjector, message_scope, pipeline_mode
+from iaccode_agui.projection.run import RunContext, RunProjector
 from iaccode_agui.runs import admission as admission_rules
-from iaccode_agui.runs import detached, reattach
+from iaccode_agui.runs import detached
+from iaccode_agui.runs.assembly import RunFactory
 from iaccode_agui.runs.cancel import CANCELLED, cancel_execution
 from iaccode_agui.runs.attach import LogAttach
-from iaccode_agui.runs.channel import RunChannel, Subscription
+from iaccode_agui.runs.channel import Subscription
 from iaccode_agui.runs.expiry import ExpiryScheduler
+from iaccode_agui.runs.finished import KeptRun
 from iaccode_agui.runs.history import HEADER_FIELD as HISTORY_HEADER, RunHistory
 from iaccode_agui.runs.housekeeping import Housekeeper
-from iaccode_agui.runs.kept import KeptRuns
 from iaccode_agui.runs.liverun import LiveRun
-from iaccode_agui.runs.profile import DEFAULT as DEFAULT_PROFILE, ProfileRegistry, RunProfile, publisher_for
+from iaccode_agui.runs.profile import DEFAULT as DEFAULT_PROFILE, ProfileRegistry, RunProfile
+from iaccode_agui.runs.reattach import Reattach
 from iaccode_agui.runs.recorder import StateRecorder
 from iaccode_agui.runs.replaymem import ReplayBudget
+from iaccode_agui.runs.run import Run
+from iaccode_agui.runs.runregistry import RunRegistry
 from iaccode_agui.runs.takeover import Takeover
 from iaccode_agui.runs.runlog import RunLogStore, RunLogWriter
 from iaccode_agui.runs.spare import SpareThreads
@@ -60,23 +65,18 @@ class RunManager:
         self.metrics = metrics
         self.clock = clock
         self.owner = "%s:%d:%s" % (socket.gethostname(), os.getpid(), uuid.uuid4().hex[:12])
-        self._lock = threading.Lock()
-        self._live: Dict[Tuple[str, str], LiveRun] = {}
-        self._by_execution: Dict[str, LiveRun] = {}
-        self.kept = KeptRuns(self._lock)      # finished runs, for re-attach
-        self._active: Dict[Tuple[str, str], LiveRun] = {}
-        self._reserved = 0
-        self.ended_total = 0           # runs ended so far (the housekeeper releases memory after them)
+        self.runs = RunRegistry()
+        self.factory = RunFactory(self)
         self.draining = False
         self.kind = UpstreamKind(settings.upstream_kind, client)
         self.kind.start()
-        self._idle = threading.Condition(self._lock)
         self.expiry = ExpiryScheduler(store, client, clock)
         self.history = HistoryStore(store)      # each thread's stored conversation
         self.runlogs = RunLogStore(settings.state_dir, ttl=settings.run_log_ttl,
                                    max_bytes=int(settings.run_log_max_mb * 1024 * 1024))
         self.budget = ReplayBudget(int(settings.replay_memory_mb * 1024 * 1024))
         self.log_attach = LogAttach(self.runlogs, metrics, settings.queue_max_events)
+        self.reattach = Reattach(self.runs, self.log_attach, self.runlogs, store, metrics)
         # Threads of ended runs, waiting to drive the next ones.
         self.spares = SpareThreads(settings.spare_run_threads, settings.spare_run_thread_idle)
         self.housekeeper = Housekeeper(self)
@@ -92,18 +92,10 @@ class RunManager:
     # ---- queries ------------------------------------------------------------------------------
     def active_count(self) -> int:
         """Runs holding a capacity slot: claimed, not yet released (the terminal event frees the slot)."""
-        with self._lock:
-            return len(self._active) + self._reserved
+        return self.runs.active_count()
 
     def wait_idle(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        with self._idle:
-            while self._live:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._idle.wait(remaining)
-        return True
+        return self.runs.wait_idle(timeout)
 
     def shutdown(self, drain_timeout: float, cancel_wait: float) -> None:
         """Refuse new runs, let active ones end within ``drain_timeout``, cancel the rest, stop the timer."""
@@ -115,9 +107,7 @@ class RunManager:
         self.stop()
 
     def cancel_all(self) -> None:
-        with self._lock:
-            runs = list(self._live.values())
-        for run in runs:
+        for run in self.runs.live_runs():
             if run.worker is not None:
                 run.worker.request_cancel()
 
@@ -133,25 +123,7 @@ class RunManager:
             log.exception("adopting orphaned runs failed")
 
     def is_live(self, thread_id: str, run_id: str) -> bool:
-        with self._lock:
-            return (thread_id, run_id) in self._live
-
-    def register_run(self, req: Any, state: ThreadState, lease: RunLease, channel: RunChannel,
-                     prepare: Optional[Callable[[LiveRun], None]] = None) -> LiveRun:
-        """Make the run visible to this process's requests; ``prepare`` completes it before they can see it.
-
-        A request on the thread judges a live run by its worker and flags (``_settle_orphan``,
-        ``_free_abandoned``): a run seen half-built would be taken for one without a worker, or for an
-        abandoned one instead of an adopted one.
-        """
-        run = LiveRun(self, req, state, lease, channel)   # type: ignore[arg-type]
-        if prepare is not None:
-            prepare(run)
-        with self._lock:
-            self._live[run.key] = run
-            self._active[run.key] = run
-            self._by_execution[run.execution_id] = run
-        return run
+        return self.runs.live((thread_id, run_id)) is not None
 
     def _settle_orphan(self, thread_id: str, active: ActiveRun) -> None:
         """A new request on a thread whose run lost its owner: adopt the run, then let the request win.
@@ -164,18 +136,16 @@ class RunManager:
         """
         if not self.is_live(thread_id, active.run_id):
             self.takeover.adopt(thread_id, active.run_id)   # waits for an adoption already under way
-        with self._lock:
-            run = self._live.get((thread_id, active.run_id))
+        run = self.runs.live((thread_id, active.run_id))
         if run is None or not run.adopted or run.channel.attached or run.followed_elsewhere() or run.worker is None \
                 or not run.channel.cancel_if_detached(run.worker.request_cancel):
             return
         log.info("thread %s: a new request cancels adopted run %s, which no client follows", thread_id, run.run_id)
-        with self._idle:
-            self._idle.wait_for(lambda: self._active.get(run.key) is not run, ADOPTED_YIELD_WAIT)
+        self.runs.wait_released(run, ADOPTED_YIELD_WAIT)
 
     def start(self, req: RunRequest, language: str, last_event_id: Optional[int] = None,
               start_thread: bool = True, *, keep_without_client: bool = False,
-              profile: RunProfile = DEFAULT_PROFILE) -> Tuple[LiveRun, Subscription]:
+              profile: RunProfile = DEFAULT_PROFILE) -> Tuple[Run, Subscription]:
         """Admit (or re-attach) the run; its ``RUN_STARTED`` is queued on the returned subscription.
 
         With ``start_thread=False`` the caller starts the run's thread itself (``run.worker.start()``), e.g.
@@ -188,11 +158,8 @@ class RunManager:
                 return attached
         if self.draining:
             raise AguiError("RUNTIME_DRAINING", headers={"Retry-After": "5"})
-        limit = self.settings.max_active_runs
-        with self._lock:
-            if limit and len(self._active) + self._reserved >= limit:
-                raise AguiError("RUNTIME_CAPACITY_EXCEEDED", headers={"Retry-After": "1"})
-            self._reserved += 1          # held until the run is registered (or admission fails)
+        if not self.runs.reserve(self.settings.max_active_runs):   # held until the run is registered
+            raise AguiError("RUNTIME_CAPACITY_EXCEEDED", headers={"Retry-After": "1"})
         try:
             try:
                 run, admitted = self._admit_freeing_abandoned(req, settle=self.runlogs.enabled)
@@ -200,13 +167,12 @@ class RunManager:
                 self._settle_orphan(req.thread_id, found.active)
                 run, admitted = self._admit_freeing_abandoned(req)
         finally:
-            with self._lock:
-                self._reserved -= 1
+            self.runs.unreserve()
         run.profile = profile           # set before the worker exists, so before any close can be seen
         try:
             run.keep_without_client = keep_without_client
             if keep_without_client:
-                detached.mark_detached(self, run)       # marked whenever its client leaves
+                detached.mark_detached(self.runlogs, run)       # marked whenever its client leaves
             history = RunHistory.for_request(self.history, self.settings, req, language)
             header = dict(profile.header_fields(), language=language, keepWithoutClient=keep_without_client,
                           **{HISTORY_HEADER: history.header()})
@@ -225,14 +191,9 @@ class RunManager:
 
     def _prepare(self, run: "LiveRun", req: RunRequest, admitted: admission_rules.Admission,
                  language: str, history: RunHistory) -> Tuple[RunWorker, Subscription]:
-        ctx = self._context(req, admitted.state, language)
-        projector = RunProjector(ctx, clock=self.clock)
-        recorder = StateRecorder(self.store, req.thread_id, ctx.execution_id, req.run_id)
-        recorder.history, history.projector, run.channel.observe = history, projector, history.observe
-        publisher = publisher_for(run.channel, run.profile, language)
-        worker = RunWorker(client=self.client, projector=projector, channel=publisher, recorder=recorder,
-                           driver=self._driver(req, admitted, ctx), on_end=lambda w: self._ended(run),
-                           on_release=lambda: self._released(run), spares=self.spares)
+        ctx = self.factory.context(req, admitted.state, language)
+        worker = self.factory.worker(run, RunProjector(ctx, clock=self.clock), history,
+                                     self._driver(req, admitted, ctx), language)
         # Attached before the worker is visible: a run with a worker and no subscriber reads as abandoned
         # (``_free_abandoned``), and a second request on the thread would cancel this one meanwhile.
         sub = run.channel.attach()
@@ -244,30 +205,18 @@ class RunManager:
         log.error("run %s on thread %s could not start; its admission is rolled back", run.run_id, run.thread_id)
         StateRecorder(self.store, run.thread_id, run.execution_id, run.run_id).abandon()
         run.worker = None
-        self._released(run)
-        with self._idle:
-            self._forget(run)
-            self._idle.notify_all()
+        self.run_released(run)
+        self.runs.forget(run)
         run.channel.close()
 
-    def _forget(self, run: "LiveRun") -> None:
-        if self._live.get(run.key) is run:      # else a continuation of the run already took its place
-            del self._live[run.key]
-        if self._by_execution.get(run.execution_id) is run:
-            del self._by_execution[run.execution_id]
-
-    def find_run(self, thread_id: str, run_id: str) -> Optional[LiveRun]:
+    def find_run(self, thread_id: str, run_id: str) -> Optional[KeptRun]:
         """The run, live or ended, while this process still keeps its record and events."""
-        with self._lock:
-            run = self._live.get((thread_id, run_id))
-            if run is None:
-                run = self.kept.find_locked((thread_id, run_id))
-        return run
+        return self.runs.find((thread_id, run_id))
 
     def attach(self, thread_id: str, run_id: str, after_seq: int, digest: Optional[str] = None,
-               language: str = "en") -> Optional[Tuple[LiveRun, Subscription]]:
+               language: str = "en") -> Optional[Tuple[Run, Subscription]]:
         """Re-attach a client to a run's events after ``after_seq`` (``runs.reattach``); None: never admitted."""
-        return reattach.attach(self, thread_id, run_id, after_seq, digest, language)
+        return self.reattach.attach(thread_id, run_id, after_seq, digest, language)
 
     def _admit_freeing_abandoned(self, req: RunRequest, settle: bool = False
                                  ) -> Tuple[LiveRun, admission_rules.Admission]:
@@ -287,8 +236,7 @@ class RunManager:
         its stream (it never calls the stop route) would get it until the run ended.  Which runs yield is
         ``admission.DETACHED_RUN_YIELDS``: a run of ``POST /`` with a grace window waits for its re-attach.
         """
-        with self._lock:
-            runs = [run for run in self._active.values() if run.thread_id == thread_id]
+        runs = self.runs.active_on(thread_id)
         grace = self.settings.reconnect_grace
         abandoned = [run for run in runs if run.worker is not None and not run.worker.finished
                      and admission_rules.detached_run_yields(run.keep_without_client, grace)
@@ -300,9 +248,8 @@ class RunManager:
                  ", ".join(run.run_id for run in abandoned))
         deadline = time.monotonic() + ABANDONED_RELEASE_WAIT
         while time.monotonic() < deadline:
-            with self._lock:
-                if all(self._active.get(run.key) is not run for run in abandoned):
-                    return True
+            if self.runs.released(abandoned):
+                return True
             time.sleep(0.01)
         return False
 
@@ -311,8 +258,7 @@ class RunManager:
         try:
             with self.store.transaction(req.thread_id) as txn:
                 if settle and txn.state is not None and txn.state.active_run is not None:
-                    with self._lock:
-                        claimed = self._live.get((req.thread_id, txn.state.active_run.run_id))
+                    claimed = self.runs.live((req.thread_id, txn.state.active_run.run_id))
                     if claimed is None or claimed.adopted:   # else a live run of ours: settling would change nothing
                         raise admission_rules.Unsettled(txn.state.active_run)
                 lease = self.store.try_run_lease(req.thread_id)
@@ -345,9 +291,7 @@ class RunManager:
             raise
         if lease is None:   # cannot happen: admit() refuses a held lease; never run without one
             raise AguiError("THREAD_BUSY")
-        channel = RunChannel(self.settings.replay_buffer_events, self.settings.queue_max_events, budget=self.budget,
-                             first_seq=admitted.first_seq, queue_max_bytes=self.settings.stream_buffer_bytes)
-        return self.register_run(req, admitted.state, lease, channel), admitted
+        return self.factory.register(req, admitted.state, lease, self.factory.channel(admitted.first_seq)), admitted
 
     def _check_runtime(self, state: Optional[ThreadState]) -> None:
         """Refuse a thread whose runtime another live process on this state directory still uses."""
@@ -370,20 +314,11 @@ class RunManager:
             self.metrics.inc("agui_run_log_failures_total")
             return None
 
-    def finished_runs(self) -> list:
-        return self.kept.snapshot()
+    def finished_runs(self) -> List[KeptRun]:
+        return self.runs.kept.snapshot()
 
-    def live_runs(self) -> list:
-        with self._lock:
-            return list(self._live.values())
-
-    def prune_finished(self) -> None:
-        """Forget finished runs past their window (their logs, if kept, still replay them)."""
-        self.kept.prune()
-
-    def summarise_finished(self) -> int:
-        """Swap each finished run whose log holds all its events for its summary; how many were swapped."""
-        return self.kept.summarise()
+    def live_runs(self) -> List[LiveRun]:
+        return self.runs.live_runs()
 
     def stop(self) -> None:
         """Stop the background timers (an embedder closing the app, or the CLI exiting)."""
@@ -392,21 +327,6 @@ class RunManager:
         self.expiry.stop()
         self.registry.close()
         self.spares.close()
-
-    def _context(self, req: RunRequest, state: ThreadState, language: str) -> RunContext:
-        execution = state.execution
-        applied = frozenset(item.interrupt_id for item in state.applied_resume_digests
-                            if item.execution_id == execution.execution_id)
-        return RunContext(
-            thread_id=req.thread_id, run_id=req.run_id, parent_run_id=req.parent_run_id,
-            execution_id=execution.execution_id, context_id=state.context_id,
-            ros_invocation_id=execution.ros_invocation_id, language=language, task_id=execution.task_id,
-            session_id=state.session_id, pending=dict(execution.pending), applied_ids=applied,
-            text_digests=frozenset(execution.text_snapshot_digests), resume=req.is_resume,
-            interrupt_ttl=self.settings.interrupt_ttl, generic=self.upstream_is_generic(),
-            pipeline_sequence=execution.pipeline_sequence, pipeline_open_steps=tuple(execution.pipeline_open_steps),
-            pipeline_mode=pipeline_mode(execution), workspace_created=req.cwd_created,
-            message_scope=message_scope(req.is_resume, req.digest))
 
     def _cancel_quietly(self, task_id: str, thread_id: str) -> None:
         log.warning("thread %s: cancelling task %s left behind by a dead run or expired interrupts",
@@ -436,15 +356,14 @@ class RunManager:
             drive_new_turn(worker, message)
         return drive_new
 
-    def _released(self, run: LiveRun) -> None:
+    def run_released(self, run: LiveRun) -> None:
         """The run's outcome is durable: free its thread and its capacity slot before the end is shown."""
         run.lease.release()
-        with self._idle:
-            if self._active.get(run.key) is run:
-                del self._active[run.key]
+        self.runs.release(run)
 
-    def _ended(self, run: LiveRun) -> None:
-        self._released(run)
+    def run_ended(self, run: LiveRun) -> None:
+        """The run's worker ended: count it, let go of what it no longer needs, keep it for re-attach."""
+        self.run_released(run)
         worker = run.worker
         if worker is None or worker.outcome == "interrupt" or worker.projector.pending:
             try:
@@ -456,12 +375,7 @@ class RunManager:
         if worker is not None:
             self._count_end(worker)
             worker.release_resources()
-        with self._idle:
-            self._forget(run)
-            self.ended_total += 1
-            if self._live.get(run.key) is None:     # a live continuation is what the run id names now
-                self.kept.add_locked(run)
-            self._idle.notify_all()
+        self.runs.end(run)
 
     def _count_end(self, worker: RunWorker) -> None:
         if worker.outcome == "error":
@@ -486,6 +400,5 @@ class RunManager:
         return {"executionId": execution_id, "status": status}
 
     def _live_worker(self, execution_id: str) -> Optional[RunWorker]:
-        with self._lock:
-            live = self._by_execution.get(execution_id)
+        live = self.runs.by_execution(execution_id)
         return live.worker if live is not None else None

@@ -27,11 +27,10 @@ from iaccode_agui.projection.inflight import judge_in_flight
 from iaccode_agui.projection.run import ProtocolViolation
 from iaccode_agui.projection.states import TaskState
 from iaccode_agui.runs import detached, logformat
-from iaccode_agui.runs.channel import RunChannel, encode_agui_event
+from iaccode_agui.runs.channel import encode_agui_event
 from iaccode_agui.runs.history import RunHistory
+from iaccode_agui.runs.liverun import LiveRun
 from iaccode_agui.runs.logformat import Record
-from iaccode_agui.runs.profile import publisher_for
-from iaccode_agui.runs.recorder import StateRecorder
 from iaccode_agui.runs.runlog import RunLogWriter
 from iaccode_agui.runs.worker import RunWorker
 from iaccode_agui.state.model import ThreadState
@@ -197,31 +196,24 @@ class Takeover:
                              is_resume=active.kind == "resume",
                              run_mode="pipeline" if state.execution.pipeline_sequence else "normal")
         language = header.get("language") or "en"
-        channel = RunChannel(manager.settings.replay_buffer_events, manager.settings.queue_max_events,
-                             run_log=writer, budget=manager.budget, first_seq=last_seq + 1,
-                             base_seq=first_seq(header), queue_max_bytes=manager.settings.stream_buffer_bytes)
-        ctx = manager._context(req, state, language)
-        projector = AdoptedProjector(ctx, logged, clock=manager.clock)
+        factory = manager.factory
+        channel = factory.channel(last_seq + 1, first_seq(header), writer)
+        projector = AdoptedProjector(factory.context(req, state, language), logged, clock=manager.clock)
         projector.usage.restore(usage)        # counted by the dead owner: the run's totals include it
-        recorder = StateRecorder(manager.store, req.thread_id, ctx.execution_id, req.run_id)
         # The conversation goes on from what the log holds; it is saved as the adopted run ends.
         history = RunHistory.adopted_from(manager.history, manager.settings, req.thread_id, header, logged)
-        recorder.history, history.projector, channel.observe = history, projector, history.observe
 
-        def prepare(run: Any) -> None:
+        def prepare(run: LiveRun) -> None:
             run.profile = manager.profiles.rebuild(header)      # shaped as its owner shaped it
-            run.worker = RunWorker(client=manager.client, projector=projector,
-                                   channel=publisher_for(channel, run.profile, language), recorder=recorder,
-                                   driver=drive_adopted, on_end=lambda w: manager._ended(run),
-                                   on_release=lambda: manager._released(run), spares=manager.spares)
+            run.worker = factory.worker(run, projector, history, drive_adopted, language)
             run.keep_without_client = bool(header.get("keepWithoutClient"))
             if run.keep_without_client:
-                detached.mark_detached(manager, run, now=True)     # it has no client yet
+                detached.mark_detached(manager.runlogs, run, now=True)     # it has no client yet
             run.adopted = True
 
         # Complete before it is visible: a new request must see an adopted run with its worker, not a
         # half-built one it would neither cancel nor wait for (and answer THREAD_BUSY).
-        run = manager.register_run(req, state, lease, channel, prepare)
+        run = factory.register(req, state, lease, channel, prepare)
         run.worker.start()
         run.start_adoption_grace()
 
@@ -255,7 +247,7 @@ def drive_adopted(worker: RunWorker) -> None:
     if _from_snapshot(worker, task_id, boundary_only=False):
         return
     log.warning("adopted task %s reached no boundary (%s)", task_id, reason)
-    worker._cancel_task_if_unprotected()     # nobody could observe it any more
+    worker.cancel_task_if_unprotected()     # nobody could observe it any more
     worker.apply(projector.fail("EXECUTION_LOST", errors.MSG_EXECUTION_LOST))
 
 

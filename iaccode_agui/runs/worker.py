@@ -122,7 +122,7 @@ class RunWorker:
         except Exception:  # a bug or an unexpected failure must still end the run cleanly
             log.exception("run %s failed unexpectedly", self.projector.ctx.run_id)
             if not self.projector.done:
-                self._cancel_task_if_unprotected()
+                self.cancel_task_if_unprotected()
                 self.apply(self.projector.fail("A2A_UNAVAILABLE", errors.MSG_A2A_UNAVAILABLE))
         finally:
             if self.outcome is None:
@@ -212,7 +212,7 @@ class RunWorker:
                         "one); the thread cannot continue, the client must start a new thread",
                         self.projector.ctx.thread_id, self.projector.ctx.session_id)
         if end.code in ("A2A_PROTOCOL_ERROR", "CONVERSATION_LOST"):
-            self._cancel_task_if_unprotected()   # nobody would observe the task any more
+            self.cancel_task_if_unprotected()   # nobody would observe the task any more
         self.recorder.release(terminal=end.outcome != "interrupt", interrupted=end.outcome == "interrupt")
         self._on_release()
 
@@ -303,7 +303,8 @@ class RunWorker:
         self.cancel_task()
         self.apply(self.projector.abort("CANCELLED", errors.MSG_CANCELLED))
 
-    def _cancel_task_if_unprotected(self) -> None:
+    def cancel_task_if_unprotected(self) -> None:
+        """Cancel the task unless interrupts it left pending still need it (they resume into it)."""
         if not self.projector.pending:
             self.cancel_task()
 
@@ -325,7 +326,7 @@ class RunWorker:
         message = errors.MSG_A2A_UNAVAILABLE
         if isinstance(exc, A2ATimeout):
             message = errors.MSG_A2A_IDLE_TIMEOUT
-        self._cancel_task_if_unprotected()
+        self.cancel_task_if_unprotected()
         self.apply(self.projector.fail("A2A_UNAVAILABLE", message))
 
 
