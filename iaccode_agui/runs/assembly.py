@@ -27,7 +27,9 @@ class RunFactory:
         ``run_ended`` / ``run_released`` each worker calls at its end."""
         self.manager = manager
 
-    def channel(self, first_seq: int = 0, base_seq: int = 0, run_log: Optional[RunLogWriter] = None) -> RunChannel:
+    def channel(self, first_seq: int = 0, base_seq: Optional[int] = None,
+                run_log: Optional[RunLogWriter] = None) -> RunChannel:
+        """``base_seq``: the segment's first id, when it is not ``first_seq`` (a run adopted mid-segment)."""
         settings = self.manager.settings
         return RunChannel(settings.replay_buffer_events, settings.queue_max_events, run_log=run_log,
                           budget=self.manager.budget, first_seq=first_seq, base_seq=base_seq,
