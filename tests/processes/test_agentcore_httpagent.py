@@ -1,27 +1,15 @@
 """The official ``@ag-ui/client`` HttpAgent (Node) against ``/ag-ui/agent``, with no forwardedProps at all.
 
-The package is test-only: ``.ci/run`` installs it into ``~/.cache/iaccode_agui/npm`` and this module's
-fixture does the same when it is missing.  Only a machine without ``node`` skips, saying so.
+The package is test-only: ``.ci/run`` installs it into ``~/.cache/iaccode_agui/npm`` and the
+``ag_ui_client_modules`` fixture (``tests/processes/conftest.py``) does the same when it is missing.  Only a
+machine without ``node`` skips, saying so.
 """
 import json
 import os
-import shutil
 import subprocess
 
-import pytest
-
 from tests.harness import wait_for
-from tests.node_packages import NODE_DIR, Unavailable, node_env, node_modules
-
-
-@pytest.fixture(scope="session")
-def ag_ui_client_modules() -> str:
-    if shutil.which("node") is None:
-        pytest.skip("node is not installed: the @ag-ui/client HttpAgent test needs Node.js 18+")
-    try:
-        return node_modules()
-    except Unavailable as missing:
-        raise AssertionError(str(missing))
+from tests.node_packages import NODE_DIR, node_env
 
 
 def test_httpagent_completes_a_run_and_an_interrupt_resume(ag_ui_client_modules, adapter_factory, workspace):

@@ -15,7 +15,6 @@ from iaccode_agui.demo.scenarios import Write
 from tests.agentcore_helpers import ac_body, ac_post, ac_stream, attach_body
 from tests.agui_checker import conversation, parse_sse, rebuild_messages
 from tests.node_packages import NODE_DIR, node_env
-from tests.processes.test_agentcore_httpagent import ag_ui_client_modules  # noqa: F401  (a fixture)
 
 READ_TEXT = "Let me read README.md."
 READ_REPLY = "README.md starts with the heading 'Demo workspace'."
@@ -40,7 +39,7 @@ def _in_order(turns: List[Tuple[str, str, Tuple[str, ...]]]) -> None:
 
 
 @pytest.mark.parametrize("route", ["", "ag-ui/agent"])
-def test_the_official_client_rebuilds_each_conversation_in_order(ag_ui_client_modules, adapter_factory,  # noqa: F811
+def test_the_official_client_rebuilds_each_conversation_in_order(ag_ui_client_modules, adapter_factory,
                                                                  workspace, route):
     adapter = adapter_factory(default_cwd=workspace)
     iac = {"schemaVersion": 1, "rosInvocationId": "inv-mb", "cwd": workspace}
