@@ -216,6 +216,7 @@ def test_encode_event_shape():
              min_size=1, max_size=5),
     st.integers(min_value=1, max_value=9),
 )
+@pytest.mark.slow
 def test_encoder_round_trips_through_decoder(items, size):
     wire = b"".join(encode_comment("k") + encode_event(text, eid) for text, eid in items)
     events, decoder = _feed_split(wire, size)
@@ -265,6 +266,7 @@ _SSE_LINES = st.one_of(st.just(""), st.sampled_from([
 @settings(max_examples=1000, deadline=None)
 @given(st.lists(_SSE_LINES, max_size=30), st.sampled_from(["\n", "\r\n", "\r"]),
        st.lists(st.integers(min_value=0, max_value=400), max_size=8))
+@pytest.mark.slow
 def test_decoder_matches_line_by_line_rules(lines, newline, cuts):
     text = "".join(line + newline for line in lines)
     if newline == "\r" and lines:

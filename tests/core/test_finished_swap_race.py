@@ -14,6 +14,7 @@ from tests.core.test_finished_summary import _finished_run, _kept, _manager
 from tests.run_harness import body
 
 
+@pytest.mark.slow
 def test_a_swap_between_lookup_and_attach_does_not_let_a_second_client_attach(tmp_path):
     manager, quiet = _manager(tmp_path)
     try:

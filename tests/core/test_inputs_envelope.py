@@ -408,6 +408,7 @@ def test_arbitrary_json_never_crashes(prop_root, body):
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])
+@pytest.mark.slow
 @given(data=st.data())
 def test_near_valid_bodies_never_crash(prop_root, data):
     _only_run_or_invalid(data.draw(_near_valid(prop_root)), [prop_root])

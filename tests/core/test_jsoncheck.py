@@ -89,6 +89,7 @@ def test_the_unmutated_requests_are_valid_both_ways(name):
     assert validator.accepts(BASES[name]) and validator.full.is_valid(BASES[name])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(VALIDATORS))
 @settings(max_examples=400, deadline=None)
 @given(ops=_OPS)

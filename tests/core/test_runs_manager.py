@@ -70,6 +70,7 @@ def test_finished_runs_do_not_retain_their_request_images(tmp_path):
     assert retained < 2 * 1024 * 1024, "%.1f MiB retained after the runs ended" % (retained / 1048576.0)
 
 
+@pytest.mark.slow
 def test_active_run_cap_holds_under_concurrent_admission(tmp_path, client, monkeypatch):
     manager = make_manager(tmp_path, client, max_active_runs=1)
     both_checked = threading.Barrier(2)

@@ -443,6 +443,7 @@ def _hold(target: ThreadStore, thread_id: str, entered: threading.Event, seconds
         time.sleep(seconds)
 
 
+@pytest.mark.slow
 def test_other_threads_are_not_blocked(store):
     entered = threading.Event()
     holder = threading.Thread(target=_hold, args=(store, "thread-a", entered, 1.0))

@@ -81,6 +81,7 @@ def test_the_prune_command_works_as_written(quick_start, adapter_factory):
     assert os.listdir(os.path.join(cwd, ".iac-code", "agui", "threads")), "a dry run removes nothing"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", ["performance.rst", "reliability.rst"])
 def test_the_long_running_commands_name_real_options(page):
     """The benchmark and the soaks take minutes to hours: the suite runs their short variants

@@ -45,6 +45,7 @@ def test_print_deploy_dir_names_the_shipped_recipes(quick_start):
     assert all(os.path.isfile(os.path.join(folder, name)) for name in RECIPES), folder
 
 
+@pytest.mark.slow
 def test_the_built_package_carries_the_recipes(tmp_path):
     """What ``pip install`` puts in place: the wheel holds both recipes, and ``--print-deploy-dir`` of the
     unpacked wheel names its own copy."""
@@ -62,6 +63,7 @@ def test_the_built_package_carries_the_recipes(tmp_path):
     assert done.stdout.strip() == str(site / "iaccode_agui" / "deploy"), done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_the_gunicorn_commands_work_as_written(quick_start):
     cwd, env = quick_start
     block = _block("gunicorn.conf.py")

@@ -227,6 +227,7 @@ def _start_blocks():
     return blocks
 
 
+@pytest.mark.slow
 def test_the_port_variable_starts_the_demo_and_ctrl_c_stops_it(quick_start):
     from iaccode_agui.upstream import free_loopback_port
     cwd, env = quick_start
@@ -239,6 +240,7 @@ def test_the_port_variable_starts_the_demo_and_ctrl_c_stops_it(quick_start):
     assert os.path.isdir(os.path.join(cwd, ".iac-code", "agui", "threads"))
 
 
+@pytest.mark.slow
 def test_a_stock_client_call_and_the_terminal_client_work_as_written(quick_start):
     from iaccode_agui.upstream import free_loopback_port
     cwd, env = quick_start

@@ -173,6 +173,7 @@ def _blocked_reader(stream):
     return thread, first, outcome
 
 
+@pytest.mark.slow
 def test_abort_from_another_thread_unblocks_the_reader(client):
     stream = _stream(client, "slow")
     thread, first, outcome = _blocked_reader(stream)

@@ -123,6 +123,7 @@ def test_stop_of_an_interrupted_run_cancels_its_execution(ac, demo):
     assert ac_stream(ac, ac_body("hello", thread="s-si"))[0][-1]["type"] == "RUN_FINISHED"
 
 
+@pytest.mark.slow
 def test_disconnect_does_not_cancel_and_attach_continues(ac, demo):
     body = ac_body("slow", thread="s-att", run="r-att")
     reader = SSEReader(ac_post(ac, body, stream=True))

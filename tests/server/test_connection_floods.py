@@ -44,6 +44,7 @@ def _flood_and_probe(adapter, idle: int, slow: int):
     return flood, health, run
 
 
+@pytest.mark.slow
 def test_idle_and_slow_sockets_do_not_block_health_or_runs(small_server):
     adapter = small_server()
     flood, health, run = _flood_and_probe(adapter, idle=300, slow=60)
@@ -65,6 +66,7 @@ def _health_on(sock: socket.socket) -> bytes:
     return head + b"\r\n\r\n" + body
 
 
+@pytest.mark.slow
 def test_slow_heads_and_silent_sockets_are_closed_after_the_header_timeout(small_server):
     adapter = small_server(header_timeout=1.0)
     silent = socket.create_connection(("127.0.0.1", adapter.server.port), timeout=10)

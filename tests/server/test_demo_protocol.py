@@ -85,6 +85,7 @@ def test_client_disconnect_stops_the_stream_not_the_task(server: DemoServer) -> 
     rpc(server, "CancelTask", {"id": task_id})
 
 
+@pytest.mark.slow
 def test_hang_sends_nothing_and_gives_up_when_the_client_leaves(server: DemoServer) -> None:
     before = server.runtime.active_turns
     response = rpc(server, "SendStreamingMessage", message("hang"), stream=True, read_timeout=0.6)

@@ -284,6 +284,7 @@ def test_stop_closes_sockets_only_after_every_stream_thread_has_left(workspace: 
     assert threads_at_close == [0]
 
 
+@pytest.mark.slow
 def test_stop_still_ends_the_loop_when_its_wake_up_pipe_was_closed_underneath(workspace: str) -> None:
     """A descriptor closed twice elsewhere in the process can be the loop's trigger pipe; stop must still
     end the loop and free the port instead of raising EBADF."""

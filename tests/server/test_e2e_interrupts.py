@@ -146,6 +146,7 @@ def test_interrupt_survives_adapter_restart(adapter_factory, tmp_path, demo):
     assert calls.count("GetTask") == 1
 
 
+@pytest.mark.slow
 def test_expiry_on_access_and_by_timer(adapter_factory, demo):
     adapter = adapter_factory(interrupt_ttl=0.5)
     interrupt = interrupt_of(adapter.run(adapter.body("write", thread="x1", ros="inv")))

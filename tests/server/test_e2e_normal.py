@@ -2,6 +2,7 @@
 import json
 import time
 
+import pytest
 import requests
 
 from tests.agui_checker import check_stream, parse_sse, types
@@ -102,6 +103,7 @@ def test_disconnect_cancels_upstream_task_quickly(adapter, demo):
     assert state.active_run is None and state.execution.execution_id in state.terminal_execution_ids
 
 
+@pytest.mark.slow
 def test_heartbeat_comment_on_silence(adapter_factory):
     adapter = adapter_factory(heartbeat_interval=0.3)
     response = adapter.post(adapter.body("sleep 1"))

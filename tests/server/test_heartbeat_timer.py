@@ -10,6 +10,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from iaccode_agui.a2a.sse import HEARTBEAT
 from iaccode_agui.runs import heartbeats
 from iaccode_agui.runs.channel import END, Subscription
@@ -148,6 +150,7 @@ def adapter_threads():
     return sum(1 for thread in threading.enumerate() if not thread.name.startswith("demo-"))
 
 
+@pytest.mark.slow
 def test_many_idle_streams_of_a_real_adapter_get_heartbeats_without_a_thread_each(adapter_factory):
     """N silent runs at once: every stream sees heartbeats, and the process grows by about one thread per
     run (the run's upstream reader), not two: nothing per stream waits on a clock of its own.

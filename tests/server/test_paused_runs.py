@@ -104,6 +104,7 @@ def _texts(events: List[dict]) -> int:
     return sum(1 for event in events if event["type"] == "TEXT_MESSAGE_CONTENT")
 
 
+@pytest.mark.slow
 def test_a_run_whose_client_does_not_read_pauses_and_resumes_with_every_event_in_order(demo, tmp_path, workspace):
     adapter = Adapter(demo.url, demo.token, str(tmp_path / "state"), workspace)
     sock = _silent(adapter, adapter.body("firehose %d" % FIREHOSE, thread="paused"))
@@ -121,6 +122,7 @@ def test_a_run_whose_client_does_not_read_pauses_and_resumes_with_every_event_in
         adapter.stop()
 
 
+@pytest.mark.slow
 def test_the_buffer_setting_bounds_what_a_silent_client_holds(demo, tmp_path, workspace):
     small = 16 * 1024
     adapter = Adapter(demo.url, demo.token, str(tmp_path / "state"), workspace, stream_buffer_bytes=small)
@@ -146,6 +148,7 @@ def test_the_buffer_setting_bounds_what_a_silent_client_holds(demo, tmp_path, wo
         adapter.stop()
 
 
+@pytest.mark.slow
 def test_a_paused_agentcore_run_dropped_by_the_stall_timeout_goes_on_and_logs_everything(demo, tmp_path, workspace):
     """On /ag-ui/agent a run outlives its connection: once the stalled stream is dropped the run is
     detached, runs on at full speed and its log (what a re-attach replays) holds every event."""
@@ -190,6 +193,7 @@ def test_the_stream_buffer_setting_from_flag_and_environment(tmp_path):
         settings([], {"IAC_CODE_AGUI_STREAM_BUFFER_BYTES": "1000"})
 
 
+@pytest.mark.slow
 def test_every_run_of_several_silent_clients_pauses_and_the_probe_answers(demo, tmp_path, workspace):
     """The load figure (``tools/hostile_load.py --silent 500``) in small: every admitted run pauses."""
     count = 6

@@ -4,11 +4,13 @@ import json
 import threading
 import time
 
+import pytest
 import requests
 
 from tests.harness import SSEReader
 
 
+@pytest.mark.slow
 def test_reattach_flood_waits_for_at_most_one_takeover(adapter_factory):
     adapter = adapter_factory()
     body = adapter.body("sleep 6", thread="flooded")

@@ -180,6 +180,7 @@ def _hang(adapter):
     return events, heartbeats, elapsed
 
 
+@pytest.mark.slow
 def test_silent_runtime_heartbeats_then_idle_timeout(adapter_factory, demo):
     adapter = adapter_factory(upstream_idle_timeout=1.5, heartbeat_interval=0.3)
     port = demo_port(demo)
@@ -195,6 +196,7 @@ def test_silent_runtime_heartbeats_then_idle_timeout(adapter_factory, demo):
     assert adapter.run(adapter.body("hello again", thread="hang", ros="inv-2"))[-1]["type"] == "RUN_FINISHED"
 
 
+@pytest.mark.slow
 def test_idle_timeout_message_says_the_runtime_stopped_responding(adapter_factory):
     adapter = adapter_factory(upstream_idle_timeout=1, heartbeat_interval=0.3)
     events, _, _ = _hang(adapter)
@@ -226,6 +228,7 @@ def _published_still(samples: List[Tuple[float, int, float]], seconds: float) ->
     return bool(older) and older[-1] == last_count and all(count == last_count for count in window)
 
 
+@pytest.mark.slow
 def test_stalled_client_memory_is_bounded_and_close_cancels(adapter_factory, demo):
     """A full per-client queue blocks the worker (backpressure through the runtime's TCP stream) instead
     of growing memory or dropping events; closing the client cancels."""
@@ -457,6 +460,7 @@ def test_read_only_state_dir_then_recovery(adapter_factory, tiny_fs):
     assert adapter.run(adapter.body("hello", thread="ro"))[-1]["type"] == "RUN_FINISHED"
 
 
+@pytest.mark.slow
 def test_disk_fills_up_during_a_run(adapter_factory, tiny_fs, demo):
     """(A read-only remount is refused while a run holds its lease file open for writing, so the mid-run
     failure is a full disk.)"""

@@ -58,6 +58,7 @@ def test_reattach_at_an_id_older_than_memory_is_served_from_the_log(adapter_fact
     assert again.content == whole[whole.index(b"id: 2\n"):]
 
 
+@pytest.mark.slow
 def test_observers_stream_a_live_run_without_taking_it_over(pair):
     owner, other = pair()
     body = owner.body("slow", thread="obs")
@@ -91,6 +92,7 @@ def test_observers_stream_a_live_run_without_taking_it_over(pair):
     assert finished.status_code == 200 and finished.content == full
 
 
+@pytest.mark.slow
 def test_an_observer_leaving_never_cancels_the_run(adapter):
     body = adapter.body("sleep 1", thread="obs-leave")
     reader = SSEReader(adapter.post(body, stream=True))
@@ -117,6 +119,7 @@ def test_observer_identity_errors_use_the_json_error_shape(adapter):
     assert "afterSequence" in _observe(adapter, execution, body, afterSequence=True).json()["error"]["message"]
 
 
+@pytest.mark.slow
 def test_reattach_on_another_process_follows_the_owner_live_with_heartbeats(pair):
     owner, other = pair(reconnect_grace=0.3, heartbeat_interval=0.02)   # shorter than the gaps between deltas
     body = owner.body("slow", thread="xproc")
@@ -138,6 +141,7 @@ def test_reattach_on_another_process_follows_the_owner_live_with_heartbeats(pair
     assert text_of(parse_sse(whole)[0]) == "".join("slow-%d " % i for i in range(60))
 
 
+@pytest.mark.slow
 def test_the_owner_cancels_once_the_client_elsewhere_leaves(pair):
     owner, other = pair(reconnect_grace=0.2)
     body = owner.body("slow", thread="xleave")
@@ -154,6 +158,7 @@ def test_the_owner_cancels_once_the_client_elsewhere_leaves(pair):
     assert run.worker.error_code == "CANCELLED"
 
 
+@pytest.mark.slow
 def test_finished_runs_release_replay_memory_on_the_timer(adapter_factory):
     adapter = adapter_factory(replay_memory_mb=0.25)
     manager = adapter.app.manager

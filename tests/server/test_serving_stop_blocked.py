@@ -8,10 +8,13 @@ stay blocked for as long as the process lives.
 import socket
 import threading
 
+import pytest
+
 from iaccode_agui.serving import ServerThread
 from tests.harness import wait_for
 
 
+@pytest.mark.slow
 def test_stop_lets_a_worker_blocked_on_a_non_reading_client_end():
     workers = []
     closed = threading.Event()

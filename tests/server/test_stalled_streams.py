@@ -4,6 +4,7 @@ import json
 import socket
 import time
 
+import pytest
 import requests
 
 from iaccode_agui.serving import ServerThread, waitress_limits
@@ -38,6 +39,7 @@ def _health_ok(adapter: Adapter) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_non_reading_clients_are_dropped_and_their_workers_freed(demo, tmp_path, workspace):
     adapter = _adapter(demo, tmp_path, workspace, threads=4, cap=4, stall=1.0)
     silent = [_silent_client(adapter, "silent-%d" % index) for index in range(4)]

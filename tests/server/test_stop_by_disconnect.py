@@ -122,6 +122,7 @@ def test_a_new_message_reaching_another_process_cancels_the_detached_run(adapter
     assert final["type"] == "RUN_ERROR" and final["code"] == "RUN_CANCELLED"
 
 
+@pytest.mark.slow
 def test_a_post_root_run_with_a_reconnect_grace_still_waits_for_its_client(adapter_factory, demo):
     adapter = adapter_factory(reconnect_grace=30.0)
     reader = SSEReader(adapter.post(adapter.body("slow", thread="d-4"), stream=True))
@@ -136,6 +137,7 @@ def test_a_post_root_run_with_a_reconnect_grace_still_waits_for_its_client(adapt
 
 # --- --detached-run-timeout --------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_run_nobody_is_attached_to_is_cancelled_after_the_timeout(adapter_factory, workspace, demo):
     ac = adapter_factory(default_cwd=workspace, detached_run_timeout=1.0)
     reader, seen = start_slow(ac, "t-1")
@@ -156,6 +158,7 @@ def test_a_run_nobody_is_attached_to_is_cancelled_after_the_timeout(adapter_fact
     assert final["type"] == "RUN_ERROR" and final["code"] == "RUN_CANCELLED"
 
 
+@pytest.mark.slow
 def test_by_default_a_detached_run_goes_on_to_its_end(adapter_factory, workspace, demo):
     ac = adapter_factory(default_cwd=workspace)
     reader, _ = start_slow(ac, "t-2")

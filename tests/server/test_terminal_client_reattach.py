@@ -1,6 +1,8 @@
 """The terminal client re-attaches with Last-Event-ID when its connection breaks mid-run."""
 import io
 
+import pytest
+
 from iaccode_agui.client import main
 from tests.tcp_relay import TcpRelay
 
@@ -9,6 +11,7 @@ def cut_after_first_event(seen: bytes) -> bool:
     return b'"RUN_STARTED"' in seen and seen.endswith(b"\r\n")
 
 
+@pytest.mark.slow
 def test_client_reattaches_after_a_cut_connection(adapter_factory):
     adapter = adapter_factory(reconnect_grace=5.0)
     proxy = TcpRelay("127.0.0.1", adapter.server.port, cut_first_when=cut_after_first_event)

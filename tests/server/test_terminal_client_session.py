@@ -69,6 +69,7 @@ def test_the_cancel_names_the_thread(recorded):
     assert all(entry[2] == "pinned-2" for entry in recorded.recorder.seen)
 
 
+@pytest.mark.slow
 def test_a_reattach_names_the_thread(recorded):
     proxy = TcpRelay("127.0.0.1", recorded.port, cut_first_when=cut_after_first_event)
     try:

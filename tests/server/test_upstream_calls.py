@@ -43,6 +43,7 @@ def test_a_runtime_without_an_agent_card_is_asked_for_it_once(counted):
     assert adapter.app.manager.upstream_is_generic() is False      # a runtime without a card is iac-code
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("counted", [("404 Not Found", 3.0)], indirect=True)
 def test_run_started_never_waits_for_the_agent_card(counted):
     runtime, adapter = counted

@@ -8,6 +8,7 @@ import ast
 import pathlib
 from typing import Iterator, List, Tuple
 
+import pytest
 from radon.complexity import cc_visit
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "iaccode_agui"
@@ -247,6 +248,7 @@ def test_the_private_use_detector_finds_every_kind_of_use():
     assert private_uses(own_source, private, frozenset({"_lock", "_ready"})) == []
 
 
+@pytest.mark.slow
 def test_the_package_uses_no_private_internals_of_its_dependencies():
     private, own = _dependency_private_names(), _own_names()
     assert {"_map", "_get_conn", "_flush_some"} <= private      # the introspection sees what it must

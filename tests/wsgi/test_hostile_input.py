@@ -118,6 +118,7 @@ def run_inputs(draw: Any, env: Env) -> Any:
 
 
 # ---- properties -------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @settings(max_examples=300, **PROPERTY_SETTINGS)
 @given(data=st.data())
 def test_property_run_agent_input_never_breaks_the_contract(env, data):
@@ -125,6 +126,7 @@ def test_property_run_agent_input_never_breaks_the_contract(env, data):
     event("answer: %s" % (assert_contract(*env.call(body)) or "200 SSE"))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, **PROPERTY_SETTINGS)
 @given(data=st.data())
 def test_property_iaccode_props_never_break_the_contract(env, data):
@@ -181,6 +183,7 @@ RESUME_AGAINST_PENDING = st.lists(st.fixed_dictionaries({
 @given(resume=st.one_of(RESUME_AGAINST_PENDING, RESUME_AGAINST_PENDING, RESUME_AGAINST_PENDING, RESUME),
        target=st.sampled_from(["pending", "pending", "pending", "unknown"]),
        ros=st.sampled_from(["inv", "inv", "inv", "other"]))
+@pytest.mark.slow
 def test_property_resume_never_breaks_the_contract(pending, resume, target, ros):
     """Resume entries against a live interrupt: never a 5xx, and a tool never runs more than once."""
     thread, interrupt_id = pending.current() if target == "pending" else ("never-seen", "x")
@@ -229,6 +232,7 @@ LATIN1 = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0xFF, 
     "Accept-Language": LATIN1, "Authorization": LATIN1, "X-Forwarded-For": LATIN1,
     "Last-Event-ID": st.one_of(st.integers(-5, 10 ** 20).map(str), st.text(alphabet="0123456789 +-.e", max_size=20)),
     "Content-Encoding": st.sampled_from(["gzip", "identity", "br"])}))
+@pytest.mark.slow
 def test_property_headers_never_break_the_contract(env, headers):
     code = assert_contract(*env.call(env.body("hello", thread="hdr", run=fresh_run()), headers=headers))
     event("answer: %s" % (code or "200 SSE"))
