@@ -9,6 +9,7 @@ from tests.agui_checker import check_sequence, parse_sse
 
 AGENT = "ag-ui/agent"
 STOP = "ag-ui/agent/stop"
+SESSION = "X-AgentCore-Session-ID"
 
 
 def ac_body(text: Optional[str] = "hello", *, thread: str = "session-001", run: Optional[str] = None,

@@ -7,6 +7,17 @@ import pytest
 from iaccode_agui.demo import DemoServer
 from tests.harness import Adapter
 
+# Folders whose every test starts child processes or the real runtime: none is in the quick subset.
+SLOW_FOLDERS = ("processes", "interop")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items) -> None:
+    """Mark the tests of ``SLOW_FOLDERS`` ``slow`` before ``-m "not slow"`` deselects by marker."""
+    for item in items:
+        if item.path.parent.name in SLOW_FOLDERS:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture
 def workspace(tmp_path) -> str:

@@ -42,7 +42,7 @@ DOCUMENTED = ("EXECUTION_EXPIRED", "EXECUTION_LOST", "RESUME_ALREADY_APPLIED")
 TURNS = (("hello there", 2), ("please write a file", 3), ("write twice", 2), ("a question", 2), ("slow", 2))
 AIM_EVERY = 5
 ATTEMPTS = 6
-# Known adapter bugs, each pinned by a strict xfail test in tests/test_reliability_crash.py.  Their hits are
+# Known adapter bugs, each pinned by a strict xfail test in tests/processes/test_reliability_crash.py.  Their hits are
 # listed apart from other failures, so the CI soak keeps guarding everything else until they are fixed.
 KNOWN_BUGS = {
     "accepted-before-kill": "an answer the runtime accepted just before the kill stays pending and every retry "

@@ -1,4 +1,4 @@
-// Unit tests of the console's SSE parser and JSON-Patch applier (node --test; run by tests/test_console_http.py).
+// Unit tests of the console's SSE parser and JSON-Patch applier (node --test; run by tests/processes/test_console_http.py).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { SSEParser, parseFrame } from "../../iaccode_agui/static/sse.js";
