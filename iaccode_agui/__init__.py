@@ -8,7 +8,7 @@ __all__ = ["__version__", "create_app", "Settings"]
 
 def create_app(settings: Any = None) -> Any:
     """Return the plain WSGI application for ``settings`` (an ``iaccode_agui.config.Settings``)."""
-    from iaccode_agui.app import create_app as _create_app
+    from iaccode_agui.web.app import create_app as _create_app
     return _create_app(settings)
 
 

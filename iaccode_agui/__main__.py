@@ -1,7 +1,7 @@
 """``python -m iaccode_agui``."""
 import sys
 
-from iaccode_agui.cli import main
+from iaccode_agui.server.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -20,7 +20,7 @@ MAX_CANCEL_BYTES = 64 * 1024
 DEFAULT_RUN_LOG_TTL = 600.0
 DEFAULT_RUN_LOG_MAX_MB = 256.0
 DEFAULT_REPLAY_MEMORY_MB = 64.0
-DEFAULT_RELEASE_RUNS = 256      # ended runs between the housekeeper's collections, see iaccode_agui.allocator
+DEFAULT_RELEASE_RUNS = 256      # ended runs between the housekeeper's collections, see iaccode_agui.server.allocator
 # The AgentCore-compatible route takes the managed runtime's body limit; images follow what iac-code takes.
 AGENTCORE_MAX_REQUEST_BYTES = 96 * 1024 * 1024
 MAX_IMAGE_BYTES = 8 * 1024 * 1024

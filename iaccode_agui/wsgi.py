@@ -25,8 +25,9 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence
 
 from werkzeug.wrappers import Response
 
-from iaccode_agui import cli, errors, i18n
-from iaccode_agui.app import AguiApp
+from iaccode_agui import errors, i18n
+from iaccode_agui.server import cli
+from iaccode_agui.web.app import AguiApp
 from iaccode_agui.config import ConfigError, normalize_a2a_url
 
 log = logging.getLogger("iaccode_agui.wsgi")

@@ -10,9 +10,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import requests
 
-from iaccode_agui.app import AguiApp
+from iaccode_agui.web.app import AguiApp
 from iaccode_agui.config import Settings
-from iaccode_agui.serving import ServerThread, waitress_limits
+from iaccode_agui.server.serving import ServerThread, waitress_limits
 from tests.agui_checker import check_stream, parse_sse
 
 

@@ -13,10 +13,10 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 import pytest
 from werkzeug.test import Client
 
-from iaccode_agui.app import AguiApp
+from iaccode_agui.web.app import AguiApp
 from iaccode_agui.config import Settings
 from iaccode_agui.errors import ERRORS
-from iaccode_agui.upstream import free_loopback_port
+from iaccode_agui.server.upstream import free_loopback_port
 from tests.agui_checker import check_stream
 
 SMALL_LIMIT = 64 * 1024

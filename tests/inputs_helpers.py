@@ -10,7 +10,7 @@ import pytest
 
 from iaccode_agui import errors
 from iaccode_agui.errors import AguiError
-from iaccode_agui.inputs import parse_run_request
+from iaccode_agui.web.inputs import parse_run_request
 
 MiB = 1024 * 1024
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + b"\x00" * 8

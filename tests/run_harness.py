@@ -13,9 +13,9 @@ import pytest
 
 from iaccode_agui.a2a.dialect import context_id_for
 from iaccode_agui.config import Settings
-from iaccode_agui.inputs import parse_run_request
+from iaccode_agui.web.inputs import parse_run_request
 from iaccode_agui.metrics import Metrics
-from iaccode_agui.runs.channel import END
+from iaccode_agui.sse.channel import END
 from iaccode_agui.runs.manager import RunManager
 from iaccode_agui.state.store import ThreadStore
 from tests.agui_checker import check_stream

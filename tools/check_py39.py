@@ -25,7 +25,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_PATHS = (os.path.join(REPO, "iaccode_agui"),)
 
 DECLARED_DEPENDENCIES = frozenset({"werkzeug", "requests", "jsonschema", "waitress"})
-# Not declared but always installed with a declared one; a2a/stream.py catches urllib3's read errors, which
+# Not declared but always installed with a declared one; a2a/call.py catches urllib3's read errors, which
 # requests lets through on raw body reads.
 TRANSITIVE_DEPENDENCIES = frozenset({"urllib3"})
 FIRST_PARTY = frozenset({"iaccode_agui"})

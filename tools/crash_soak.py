@@ -34,7 +34,7 @@ from toolkit.soak import (  # noqa: F401  (first: it puts the checkout on sys.pa
     TOKEN, AdapterProcess, Gate, Result, post_run, remember_session, run_body)
 
 from iaccode_agui.demo import DemoServer
-from iaccode_agui.state.history import SUFFIX as HISTORY_SUFFIX, HistoryStore
+from iaccode_agui.state.history_store import SUFFIX as HISTORY_SUFFIX, HistoryStore
 from iaccode_agui.state.keys import thread_file_stem
 from iaccode_agui.state.store import StateUnavailable, ThreadStore
 

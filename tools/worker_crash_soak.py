@@ -51,7 +51,7 @@ LOG_TTL = 3.0             # --run-log-ttl, when the adapter keeps run logs: they
 
 def _run_log_flags() -> List[str]:
     """A short run-log retention when this adapter keeps run logs (older versions have no such flag)."""
-    from iaccode_agui import cli
+    from iaccode_agui.server import cli
     known = cli.build_parser()._option_string_actions   # noqa: SLF001 - the flags this version knows
     return ["--run-log-ttl", str(LOG_TTL)] if "--run-log-ttl" in known else []
 

@@ -1,7 +1,7 @@
 """Synchronous A2A 1.0 JSON-RPC client over ``requests``; the only module that opens sockets to the runtime.
 
-Its failures are the exception types of ``iaccode_agui.a2a.errors`` (re-exported here); a streaming call
-returns an ``A2AStream`` (``iaccode_agui.a2a.stream``), which reads the body event by event.
+Its failures are the exception types of ``iaccode_agui.a2a.failures`` (re-exported here); a streaming call
+returns an ``A2AStream`` (``iaccode_agui.a2a.call``), which reads the body event by event.
 """
 import json
 import uuid
@@ -10,9 +10,9 @@ from typing import Any, Dict, Optional, Tuple
 import requests
 from requests.adapters import HTTPAdapter
 
-from iaccode_agui.a2a.errors import (A2AError, A2ARpcError, A2ATimeout, A2AUnavailable, SessionBackupNotReady,
+from iaccode_agui.a2a.failures import (A2AError, A2ARpcError, A2ATimeout, A2AUnavailable, SessionBackupNotReady,
                                      SessionLost, rpc_result)
-from iaccode_agui.a2a.stream import STREAM_ERRORS, A2AStream, body_reader
+from iaccode_agui.a2a.call import STREAM_ERRORS, A2AStream, body_reader
 from iaccode_agui.version import __version__
 
 __all__ = [

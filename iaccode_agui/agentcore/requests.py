@@ -6,7 +6,8 @@ anything runs.
 import dataclasses
 from typing import Any, Mapping, Optional, Tuple
 
-from iaccode_agui import errors, inputs
+from iaccode_agui import errors
+from iaccode_agui.web import inputs
 from iaccode_agui.errors import AguiError
 
 SESSION_HEADER = "X-AgentCore-Session-ID"

@@ -9,15 +9,16 @@ from urllib.parse import quote
 from werkzeug.wrappers import Request, Response
 from werkzeug.wsgi import wrap_file
 
-from iaccode_agui import errors, inputs
+from iaccode_agui import errors
+from iaccode_agui.web import inputs
 from iaccode_agui.agentcore import requests as ac_requests
 from iaccode_agui.agentcore.capabilities import capabilities
-from iaccode_agui.agentcore.files import FileLinks, RunFilePublisher
-from iaccode_agui.agentcore.readiness import RuntimeProbe
+from iaccode_agui.agentcore.published_files import FileLinks, RunFilePublisher
+from iaccode_agui.agentcore.runtime_probe import RuntimeProbe
 from iaccode_agui.agentcore.shaping import AgentCoreShaper
 from iaccode_agui.agentcore.stop import stop_run
 from iaccode_agui.errors import AguiError
-from iaccode_agui.runs.channel import Subscription
+from iaccode_agui.sse.channel import Subscription
 from iaccode_agui.runs.profile import RunProfile
 from iaccode_agui.runs.run import Run
 

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional
 
 from iaccode_agui import errors, i18n
 from iaccode_agui.canonical import encoded_size
-from iaccode_agui.agentcore.files import ARTIFACT_EVENT, RunFilePublisher
+from iaccode_agui.agentcore.published_files import ARTIFACT_EVENT, RunFilePublisher
 from iaccode_agui.projection import events as ev
 from iaccode_agui.projection.history_rules import fit_messages
 

@@ -11,7 +11,7 @@ import sys
 import threading
 from typing import Any, Iterator, List, Optional, Sequence, TextIO
 
-from iaccode_agui.argtypes import OneLineParser, positive_seconds, program_name
+from iaccode_agui.server.argtypes import OneLineParser, positive_seconds, program_name
 from iaccode_agui.client.render import Renderer, color_wanted
 from iaccode_agui.client.session import (EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, ClientOptions, InputFn,
                                          TerminalClient)

@@ -13,7 +13,7 @@ import requests
 import urllib3
 
 from iaccode_agui.a2a.client import body_reader
-from iaccode_agui.a2a.sse import SSEDecodeError, SSEDecoder
+from iaccode_agui.sse.codec import SSEDecodeError, SSEDecoder
 
 CANCEL_PATH = "extensions/iac-code/v1/executions/%s/cancel"
 # Every request of a thread names it in this header: a load balancer in front of several hosts hashes it

@@ -13,7 +13,8 @@ import uuid
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 from urllib.parse import parse_qs
 
-from iaccode_agui.demo import pipeline, scenarios, tools, wire
+from iaccode_agui.demo import scenarios, tools, wire
+from iaccode_agui.demo import pipelines as pipeline
 from iaccode_agui.demo.messages import (answered_input, echo_user_message, iac_metadata, user_text,
                                         validate_message)
 from iaccode_agui.demo.persistence import open_disk

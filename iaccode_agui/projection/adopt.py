@@ -12,7 +12,7 @@ from typing import AbstractSet, Any, Dict, Iterable, List
 from iaccode_agui.a2a import dialect
 from iaccode_agui.projection.events import SESSION_EVENT
 from iaccode_agui.projection.effects import Output
-from iaccode_agui.projection.run import RunContext, RunProjector, SessionNotice
+from iaccode_agui.projection.projector import RunContext, RunProjector, SessionNotice
 from iaccode_agui.projection.textreplay import new_suffix
 
 

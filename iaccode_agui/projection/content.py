@@ -1,6 +1,6 @@
 """What a frame's artifacts and tool reports become as AG-UI events.
 
-``RunProjector`` (``projection.run``) owns the rules that need the run's state: identity, text replay,
+``RunProjector`` (``projection.projector``) owns the rules that need the run's state: identity, text replay,
 interrupts and the end of the run.  Turning an artifact update or an ``iac_code.tool`` report into events
 needs none of that (a tool report only touches the open tool spans), so those mappings live here, apart
 from the state machine, and can be read and tested without one.

@@ -1,6 +1,6 @@
 """The closed set of commands a resume is made of, and what the shell reports back (pure data).
 
-``projection.resume.ResumeMachine`` asks for one command at a time; ``runs.resume`` performs it against
+``projection.resume_machine.ResumeMachine`` asks for one command at a time; ``runs.resume_driver`` performs it against
 the upstream or the state file and hands back a result: a document, a member of ``Upstream`` or
 ``Delivery``, a bool (whether a state write went through) or None.
 """

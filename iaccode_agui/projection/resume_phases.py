@@ -1,6 +1,6 @@
 """The phases of a resume and which may follow which.
 
-``ResumeMachine`` (``projection.resume``) is a state machine whose every step waits for the result of one
+``ResumeMachine`` (``projection.resume_machine``) is a state machine whose every step waits for the result of one
 command.  Its phases and the table of allowed moves live here, apart from the handlers, so the table can
 be read (and tested) as a whole: a move outside it is a bug in the machine, never an upstream condition,
 and ``check_move`` turns it into an error at once instead of a resume that wanders on.

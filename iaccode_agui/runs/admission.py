@@ -17,7 +17,7 @@ from iaccode_agui import errors
 from iaccode_agui.a2a.dialect import context_id_for
 from iaccode_agui.config import DEFAULT_APPLIED_WINDOW, DEFAULT_RUN_ID_WINDOW, DEFAULT_RUN_ID_WINDOW_AGE
 from iaccode_agui.errors import AguiError
-from iaccode_agui.inputs import RunRequest
+from iaccode_agui.web.inputs import RunRequest
 from iaccode_agui.state.model import ActiveRun, Execution, ThreadState
 
 

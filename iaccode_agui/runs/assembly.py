@@ -7,13 +7,13 @@ visible to this process's requests -- is the same, so it is built here.
 """
 from typing import Any, Callable, Optional
 
-from iaccode_agui.projection.run import RunContext, RunProjector, message_scope, pipeline_mode
-from iaccode_agui.runs.channel import RunChannel
-from iaccode_agui.runs.history import RunHistory
+from iaccode_agui.projection.projector import RunContext, RunProjector, message_scope, pipeline_mode
+from iaccode_agui.sse.channel import RunChannel
+from iaccode_agui.runs.history_writer import RunHistory
 from iaccode_agui.runs.liverun import LiveRun
 from iaccode_agui.runs.profile import publisher_for
 from iaccode_agui.runs.recorder import StateRecorder
-from iaccode_agui.runs.runlog import RunLogWriter
+from iaccode_agui.runlog.logfiles import RunLogWriter
 from iaccode_agui.runs.worker import RunWorker
 from iaccode_agui.state.model import ThreadState
 from iaccode_agui.state.store import RunLease

@@ -26,7 +26,7 @@ from typing import Any, Optional
 from iaccode_agui.errors import AguiError
 from iaccode_agui.runs.cancel import CANCELLED
 from iaccode_agui.runs.liverun import LiveRun
-from iaccode_agui.runs.runlog import DETACHED_SUFFIX, RunLogStore
+from iaccode_agui.runlog.logfiles import DETACHED_SUFFIX, RunLogStore
 from iaccode_agui.state.model import ThreadState
 from iaccode_agui.state.store import StateError
 

@@ -14,7 +14,7 @@ error) keeps its whole graph: its memory frames are the only copy of its events.
 import threading
 from typing import Optional, Tuple, Union
 
-from iaccode_agui.runs.channel import RunChannel
+from iaccode_agui.sse.channel import RunChannel
 from iaccode_agui.runs.liverun import LiveRun
 
 

@@ -2,7 +2,7 @@
 
 Every tick forgets finished runs past their window, brings replay memory under its byte budget, keeps
 each finished run whose log holds all its events as a small summary (``runs.finished``) and, once
-runs have ended (see ``iaccode_agui.allocator``), collects the cycles they left; every few ticks it also
+runs have ended (see ``iaccode_agui.server.allocator``), collects the cycles they left; every few ticks it also
 expires run logs on disk.  Without the
 timer, a burst of large runs followed by silence would keep its memory until the next admission.
 """
@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from iaccode_agui.allocator import MemoryReleaser
+from iaccode_agui.server.allocator import MemoryReleaser
 
 log = logging.getLogger("iaccode_agui.runs")
 

@@ -9,9 +9,9 @@ from typing import Any, Optional, Tuple
 
 from iaccode_agui.config import Settings
 from iaccode_agui.metrics import Metrics
-from iaccode_agui.runs.channel import RunChannel
+from iaccode_agui.sse.channel import RunChannel
 from iaccode_agui.runs.profile import DEFAULT as DEFAULT_PROFILE, RunProfile
-from iaccode_agui.runs.runlog import RunLogStore
+from iaccode_agui.runlog.logfiles import RunLogStore
 from iaccode_agui.runs.worker import RunWorker
 from iaccode_agui.state.model import ThreadState
 from iaccode_agui.state.store import RunLease

@@ -5,7 +5,7 @@ probes the run lease and saves the claimed state, so two requests (or two proces
 admit a run on one thread.  It also keeps each run for a while after the run ends (``runs.kept``) so
 that a client can re-attach (``runs.reattach``) and read the tail it missed.  What decides, for one run,
 that its client is gone (the reconnect and adoption graces) lives with the run, in ``runs.liverun``; the
-runs themselves and their lock are ``runs.runregistry``'s, and a run is assembled in ``runs.assembly``.
+runs themselves and their lock are ``runs.registry``'s, and a run is assembled in ``runs.assembly``.
 """
 import logging
 import os
@@ -21,33 +21,33 @@ from iaccode_agui.a2a.agent_kind import UpstreamKind
 from iaccode_agui.a2a.client import A2AClient, A2AError
 from iaccode_agui.config import Settings
 from iaccode_agui.errors import AguiError
-from iaccode_agui.inputs import RunRequest
+from iaccode_agui.web.inputs import RunRequest
 from iaccode_agui.metrics import Metrics
-from iaccode_agui.projection.run import RunContext, RunProjector
+from iaccode_agui.projection.projector import RunContext, RunProjector
 from iaccode_agui.runs import admission as admission_rules
 from iaccode_agui.runs import detached
 from iaccode_agui.runs.assembly import RunFactory
 from iaccode_agui.runs.cancel import CANCELLED, cancel_execution
-from iaccode_agui.runs.attach import LogAttach
-from iaccode_agui.runs.channel import Subscription
+from iaccode_agui.runlog.follow import LogAttach
+from iaccode_agui.sse.channel import Subscription
 from iaccode_agui.runs.expiry import ExpiryScheduler
 from iaccode_agui.runs.finished import KeptRun
-from iaccode_agui.runs.history import HEADER_FIELD as HISTORY_HEADER, RunHistory
+from iaccode_agui.runs.history_writer import HEADER_FIELD as HISTORY_HEADER, RunHistory
 from iaccode_agui.runs.housekeeping import Housekeeper
 from iaccode_agui.runs.liverun import LiveRun
 from iaccode_agui.runs.profile import DEFAULT as DEFAULT_PROFILE, ProfileRegistry, RunProfile
 from iaccode_agui.runs.reattach import Reattach
 from iaccode_agui.runs.recorder import StateRecorder
-from iaccode_agui.runs.replaymem import ReplayBudget
+from iaccode_agui.sse.replay_budget import ReplayBudget
 from iaccode_agui.runs.run import Run
-from iaccode_agui.runs.runregistry import RunRegistry
+from iaccode_agui.runs.registry import RunRegistry
 from iaccode_agui.runs.takeover import Takeover
-from iaccode_agui.runs.runlog import RunLogStore, RunLogWriter
+from iaccode_agui.runlog.logfiles import RunLogStore, RunLogWriter
 from iaccode_agui.runs.spare import SpareThreads
 from iaccode_agui.runs.worker import RunWorker, drive_new_turn
-from iaccode_agui.state.history import HistoryStore
+from iaccode_agui.state.history_store import HistoryStore
 from iaccode_agui.state.model import ActiveRun, ThreadState
-from iaccode_agui.state.registry import ProcessRegistry
+from iaccode_agui.state.peers import ProcessRegistry
 from iaccode_agui.state.store import RunLease, StateUnavailable, ThreadStore
 
 log = logging.getLogger("iaccode_agui.runs")
@@ -342,7 +342,7 @@ class RunManager:
                 worker.apply(worker.projector.abort("EXECUTION_EXPIRED", errors.MSG_EXECUTION_EXPIRED))
             return drive_expired
         if req.is_resume:
-            from iaccode_agui.runs.resume import drive_resume
+            from iaccode_agui.runs.resume_driver import drive_resume
 
             def drive(worker: RunWorker) -> None:
                 drive_resume(worker, req, ctx, admitted.state)

@@ -10,12 +10,12 @@ from typing import Optional, Tuple
 
 from iaccode_agui.errors import AguiError
 from iaccode_agui.metrics import Metrics
-from iaccode_agui.runs.attach import LogAttach
-from iaccode_agui.runs.channel import Subscription
+from iaccode_agui.runlog.follow import LogAttach
+from iaccode_agui.sse.channel import Subscription
 from iaccode_agui.runs.finished import KeptRun
 from iaccode_agui.runs.run import Run
-from iaccode_agui.runs.runlog import RunLogStore
-from iaccode_agui.runs.runregistry import RunRegistry
+from iaccode_agui.runlog.logfiles import RunLogStore
+from iaccode_agui.runs.registry import RunRegistry
 from iaccode_agui.state.store import StateUnavailable, ThreadStore
 
 REATTACH_TAKEOVER_WAIT = 2.0  # how long a re-attach waits for the server to notice the old connection's loss

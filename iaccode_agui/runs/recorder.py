@@ -25,7 +25,7 @@ class StateRecorder:
         self.thread_id = thread_id
         self.execution_id = execution_id
         self.run_id = run_id
-        self.history: Any = None    # the run's part of the stored conversation (``runs.history``), if kept
+        self.history: Any = None    # the run's part of the stored conversation (``runs.history_writer``), if kept
 
     def _update(self, change: Callable[[ThreadState], bool], require_current: bool = True) -> None:
         try:

@@ -3,7 +3,7 @@
 A run this process holds (admitted here, or adopted after its owner died; live, or finished and kept for
 re-attach) is a ``runs.liverun.LiveRun``, until a finished one whose log holds every event is kept as its
 small ``runs.finished.FinishedRun``; a run another process holds, followed from its log, is a
-``runs.attach.FollowedRun``.  The HTTP layer streams either the same way: it starts the run's thread after
+``runlog.follow.FollowedRun``.  The HTTP layer streams either the same way: it starts the run's thread after
 the first write (a followed run has none), reads its outcome when the stream closes, and tells the run that
 its client left, which decides whether the run goes on.
 """

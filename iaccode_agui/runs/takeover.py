@@ -24,14 +24,15 @@ from iaccode_agui.projection import events as ev
 from iaccode_agui.projection import interrupts
 from iaccode_agui.projection.adopt import AdoptedProjector
 from iaccode_agui.projection.inflight import judge_in_flight
-from iaccode_agui.projection.run import ProtocolViolation
+from iaccode_agui.projection.projector import ProtocolViolation
 from iaccode_agui.projection.states import TaskState
-from iaccode_agui.runs import detached, logformat
-from iaccode_agui.runs.channel import encode_agui_event
-from iaccode_agui.runs.history import RunHistory
+from iaccode_agui.runs import detached
+from iaccode_agui.runlog import encoding as logformat
+from iaccode_agui.sse.channel import encode_agui_event
+from iaccode_agui.runs.history_writer import RunHistory
 from iaccode_agui.runs.liverun import LiveRun
-from iaccode_agui.runs.logformat import Record
-from iaccode_agui.runs.runlog import RunLogWriter
+from iaccode_agui.runlog.encoding import Record
+from iaccode_agui.runlog.logfiles import RunLogWriter
 from iaccode_agui.runs.worker import RunWorker
 from iaccode_agui.state.model import ThreadState
 from iaccode_agui.state.store import RunLease, StateError, StateWriteFailed
@@ -219,7 +220,7 @@ class Takeover:
 
 
 def _context_stub(thread_id: str, run_id: str, header: Dict[str, Any], language: str) -> Any:
-    from iaccode_agui.projection.run import RunContext
+    from iaccode_agui.projection.projector import RunContext
     return RunContext(thread_id=thread_id, run_id=run_id, execution_id=header.get("executionId") or "",
                       context_id=dialect.context_id_for(thread_id),
                       ros_invocation_id=header.get("rosInvocationId") or "", language=language)

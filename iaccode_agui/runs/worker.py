@@ -14,8 +14,8 @@ from iaccode_agui.a2a.client import A2AClient, A2AError, A2ARpcError, A2AStream,
 from iaccode_agui.projection.events import SESSION_EVENT
 from iaccode_agui.projection.effects import (BindSession, BindTask, CommitInterrupts, EndRun, PipelineProgress,
                                              is_event)
-from iaccode_agui.projection.run import RunProjector
-from iaccode_agui.runs.channel import RunChannel
+from iaccode_agui.projection.projector import RunProjector
+from iaccode_agui.sse.channel import RunChannel
 from iaccode_agui.runs.recorder import ExecutionEnded, StateRecorder
 from iaccode_agui.runs.spare import RunThread, SpareThreads
 from iaccode_agui.state.store import StateWriteFailed

@@ -40,7 +40,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from iaccode_agui.state.files import FILE_MODE, fsync_dir, fsync_path, make_private_dirs, write_all
+from iaccode_agui.state.fileio import FILE_MODE, fsync_dir, fsync_path, make_private_dirs, write_all
 from iaccode_agui.state.flocks import close_quietly
 # The format's names are the journal's too: recovery, the prune tool and the tests read them from here.
 from iaccode_agui.state.journal_format import (CANCEL, DELETE, HEADER, HEADER_BYTES, LOCK_SUFFIX,  # noqa: F401

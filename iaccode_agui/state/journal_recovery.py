@@ -31,7 +31,7 @@ import stat
 from typing import Dict, List, Optional, Tuple
 
 from iaccode_agui.state import journal as wal
-from iaccode_agui.state.files import FILE_MODE, fsync_dir, fsync_path, read_at_most, replace_file
+from iaccode_agui.state.fileio import FILE_MODE, fsync_dir, fsync_path, read_at_most, replace_file
 from iaccode_agui.state.flocks import close_quietly
 
 MISSING = "missing"

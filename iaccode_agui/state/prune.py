@@ -18,7 +18,7 @@ import stat
 import time
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from iaccode_agui.state.history import SUFFIX as HISTORY
+from iaccode_agui.state.history_store import SUFFIX as HISTORY
 from iaccode_agui.state.journal import MentionScan
 from iaccode_agui.state.keys import thread_file_stem
 from iaccode_agui.state.model import StateCorrupt, ThreadState

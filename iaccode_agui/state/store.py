@@ -35,8 +35,8 @@ import logging
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 from iaccode_agui.state import journal_recovery
-from iaccode_agui.state.files import DIR_MODE as _DIR_MODE, FILE_MODE as _FILE_MODE, REPLACE_ATTEMPTS
-from iaccode_agui.state.files import (free_bytes, fsync_dir, make_private_dirs, no_constant, os_reason, read_regular,
+from iaccode_agui.state.fileio import DIR_MODE as _DIR_MODE, FILE_MODE as _FILE_MODE, REPLACE_ATTEMPTS
+from iaccode_agui.state.fileio import (free_bytes, fsync_dir, make_private_dirs, no_constant, os_reason, read_regular,
                                       replace_file, size_text, unique_keys)
 from iaccode_agui.state.flocks import close_quietly
 from iaccode_agui.state.journal import DELETE, PUT, SPACE_BYTES as JOURNAL_SPACE_BYTES, Journal

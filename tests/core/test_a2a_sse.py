@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iaccode_agui.a2a.sse import (
+from iaccode_agui.sse.codec import (
     HEARTBEAT,
     SSEDecodeError,
     SSEDecoder,

@@ -4,7 +4,7 @@ import dataclasses
 import pytest
 
 from iaccode_agui.errors import MSG_RESUME_NOT_BY_TOOL_MESSAGE, MSG_RESUME_REQUIRED, AguiError
-from iaccode_agui.inputs import RunRequest, UserMessage
+from iaccode_agui.web.inputs import RunRequest, UserMessage
 from iaccode_agui.runs.admission import MAX_CONTINUATIONS, SEGMENT_SPAN, admit
 from iaccode_agui.state.model import ActiveRun, Execution, PendingInterrupt, ThreadState
 

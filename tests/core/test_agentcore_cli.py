@@ -1,7 +1,7 @@
 """Flags and variables of the AgentCore routes and server-side defaults."""
 import pytest
 
-from iaccode_agui import cli
+from iaccode_agui.server import cli
 from iaccode_agui.config import ConfigError
 
 

@@ -5,7 +5,7 @@ from hypothesis import given, settings, strategies as st
 
 from iaccode_agui.agentcore.shaping import FRAME_OVERHEAD, AgentCoreShaper, split_text, usage_value
 from iaccode_agui.projection import events as ev
-from iaccode_agui.runs.channel import encode_agui_event
+from iaccode_agui.sse.channel import encode_agui_event
 
 LIMIT = 4096
 

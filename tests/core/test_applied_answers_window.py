@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from iaccode_agui import cli
+from iaccode_agui.server import cli
 from iaccode_agui.config import ConfigError
 from iaccode_agui.errors import AguiError
 from iaccode_agui.projection import resume_plan as rs

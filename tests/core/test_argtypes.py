@@ -1,7 +1,7 @@
 """The one converter behind every bounded setting: flag, else environment variable, else default."""
 import pytest
 
-from iaccode_agui.argtypes import at_least, flag_or_env, positive_seconds
+from iaccode_agui.server.argtypes import at_least, flag_or_env, positive_seconds
 from iaccode_agui.config import ConfigError
 
 
@@ -41,7 +41,7 @@ BOUNDED = [("--max-json-depth", "IAC_CODE_AGUI_MAX_JSON_DEPTH", "0"),
 def test_a_refused_bound_names_the_flag_or_the_variable_the_user_set(tmp_path, capsys, flag, variable, bad):
     """Start-up errors name what the user typed: the flag (argparse, exit 2) or the variable, never an
     internal field name or a paraphrase."""
-    from iaccode_agui import cli
+    from iaccode_agui.server import cli
     with pytest.raises(SystemExit) as exited:
         cli.build_parser().parse_args([flag, bad])
     assert exited.value.code == 2 and flag in capsys.readouterr().err

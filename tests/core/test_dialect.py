@@ -5,7 +5,7 @@ import hashlib
 import pytest
 
 from iaccode_agui.a2a import dialect
-from iaccode_agui.inputs import parse_run_request
+from iaccode_agui.web.inputs import parse_run_request
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 

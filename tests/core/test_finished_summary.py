@@ -12,7 +12,7 @@ import pytest
 
 from iaccode_agui.agentcore.stop import stop_run
 from iaccode_agui.errors import AguiError
-from iaccode_agui.inputs import parse_run_request
+from iaccode_agui.web.inputs import parse_run_request
 from iaccode_agui.runs import kept as kept_module
 from iaccode_agui.runs.finished import EndedWorker, FinishedRun
 from iaccode_agui.runs.liverun import LiveRun

@@ -7,7 +7,7 @@ the run's old channel while the manager keeps a new one: a second client must st
 import pytest
 
 from iaccode_agui.errors import AguiError
-from iaccode_agui.inputs import parse_run_request
+from iaccode_agui.web.inputs import parse_run_request
 from iaccode_agui.runs.finished import FinishedRun
 from iaccode_agui.runs.liverun import LiveRun
 from tests.core.test_finished_summary import _finished_run, _kept, _manager

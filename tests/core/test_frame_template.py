@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iaccode_agui.a2a import frametemplate, stream as stream_module
-from iaccode_agui.a2a.stream import A2AStream
+from iaccode_agui.a2a import frametemplate
+from iaccode_agui.a2a import call as stream_module
+from iaccode_agui.a2a.call import A2AStream
 from tests.core.test_hot_path import _outcome, _Resp
 from tests.core.test_projection_run import capture_streams
 

@@ -7,7 +7,7 @@ makes one pass of the timer pop the same slot forever.
 import gc
 import weakref
 
-from iaccode_agui.runs.heartbeats import TICK, Entry, HeartbeatTimer, Schedule
+from iaccode_agui.sse.heartbeats import TICK, Entry, HeartbeatTimer, Schedule
 
 
 def test_many_short_streams_leave_a_heap_the_size_of_the_open_ones():

@@ -9,7 +9,7 @@ from pydantic import TypeAdapter
 from iaccode_agui.credentials import REDACTED
 from iaccode_agui.projection import events as ev
 from iaccode_agui.projection import history_rules as rules
-from iaccode_agui.projection.history import INTERRUPT_ACTIVITY, Conversation, RunEvents, user_message
+from iaccode_agui.projection.history_reducer import INTERRUPT_ACTIVITY, Conversation, RunEvents, user_message
 
 MESSAGES = TypeAdapter(List[Message])
 

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iaccode_agui.a2a import sse
-from iaccode_agui.a2a.errors import A2AError
-from iaccode_agui.a2a.stream import A2AStream
-from iaccode_agui.projection.run import RunContext, RunProjector
+from iaccode_agui.sse import codec as sse
+from iaccode_agui.a2a.failures import A2AError
+from iaccode_agui.a2a.call import A2AStream
+from iaccode_agui.projection.projector import RunContext, RunProjector
 from iaccode_agui.projection.textreplay import text_digest
 from tests.core.test_projection_run import capture_streams, context_of
 

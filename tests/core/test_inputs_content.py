@@ -5,9 +5,10 @@ import os
 
 import pytest
 
-from iaccode_agui import errors, inputs
+from iaccode_agui import errors
+from iaccode_agui.web import inputs
 from iaccode_agui.errors import AguiError
-from iaccode_agui.inputs import UserMessage, is_safe_filename, parse_run_request, resolve_cwd
+from iaccode_agui.web.inputs import UserMessage, is_safe_filename, parse_run_request, resolve_cwd
 from tests.inputs_helpers import (
     GIF, JPEG, MiB, PNG, WEBP, b64, expect_invalid, image_part, make_body, with_content, with_props)
 from tests.inputs_helpers import root  # noqa: F401  (a fixture: pytest finds it by this module-level name)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from iaccode_agui import errors
 from iaccode_agui.errors import AguiError
-from iaccode_agui.inputs import (
+from iaccode_agui.web.inputs import (
     RunRequest,
     UserMessage,
     canonical_digest,

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iaccode_agui import inputs
-from iaccode_agui.jsoncheck import compile_schema
+from iaccode_agui.web import inputs
+from iaccode_agui.web.jsoncheck import compile_schema
 
 VALIDATORS = {"envelope": inputs._ENVELOPE, "props": inputs._PROPS, "resume": inputs._RESUME,
               "cancel": inputs._CANCEL, "subscribe": inputs._SUBSCRIBE}

@@ -7,8 +7,8 @@ from typing import List
 
 import pytest
 
-from iaccode_agui import cli
-from iaccode_agui.allocator import MemoryReleaser
+from iaccode_agui.server import cli
+from iaccode_agui.server.allocator import MemoryReleaser
 from iaccode_agui.config import Settings
 from iaccode_agui.runs import kept as kept_module
 from tests.run_harness import QuietClient, body, finish, make_manager, start, status, task_frame

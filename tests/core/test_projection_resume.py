@@ -1,23 +1,23 @@
 """The resume machine walked with plain dicts: which command comes next for each upstream answer.
 
 No client, no store, no thread: each test scripts what the upstream "answered" and reads the commands
-the machine asked for, which is exactly what ``runs.resume`` would have executed.
+the machine asked for, which is exactly what ``runs.resume_driver`` would have executed.
 """
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
 from iaccode_agui.a2a.dialect import context_id_for
-from iaccode_agui.projection import resume as machine_module
+from iaccode_agui.projection import resume_machine as machine_module
 from iaccode_agui.projection import resume_phases
-from iaccode_agui.projection.resume import ResumeMachine
+from iaccode_agui.projection.resume_machine import ResumeMachine
 from iaccode_agui.projection.resume_phases import IllegalTransition, Phase
 from iaccode_agui.projection.resume_commands import (CancelTask, Delivery, Emit, FetchTask, Finished, RecordAnswer,
                                                      RecordInFlight, RecordInterrupts, ReleaseExecution,
                                                      RestoreSession, ResumeFacts, SendAnswer, Subscribe, Upstream)
 from iaccode_agui.projection.resume_plan import resume_digest
 from iaccode_agui.projection.effects import CommitInterrupts, is_event
-from iaccode_agui.projection.run import RunContext, RunProjector
+from iaccode_agui.projection.projector import RunContext, RunProjector
 from iaccode_agui.projection.textreplay import digests_of
 from iaccode_agui.state.model import PendingInterrupt
 

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 from iaccode_agui.projection.effects import BindSession, CommitInterrupts, EndRun, is_event
-from iaccode_agui.projection.run import RunContext, RunProjector
+from iaccode_agui.projection.projector import RunContext, RunProjector
 from iaccode_agui.projection.textreplay import text_digest
 from tests.agui_checker import check_sequence, conversation, rebuild_messages, types, validate_models
 

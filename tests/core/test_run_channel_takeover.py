@@ -9,7 +9,7 @@ here by a lock that stops the attaching thread before its next acquire (events, 
 """
 import threading
 
-from iaccode_agui.runs.channel import RunChannel
+from iaccode_agui.sse.channel import RunChannel
 
 
 class _GatedLock:

@@ -1,7 +1,7 @@
 """A run's profile survives in its log header, so a process adopting the run shapes it as its owner did."""
 import logging
 
-from iaccode_agui.runs import logformat
+from iaccode_agui.runlog import encoding as logformat
 from iaccode_agui.runs.profile import DEFAULT, ProfileRegistry, RunProfile, header_profile, publisher_for
 
 

@@ -7,11 +7,12 @@ import time
 import pytest
 
 from iaccode_agui.errors import AguiError
-from iaccode_agui.runs import logformat, runlog
-from iaccode_agui.runs.channel import RunChannel
-from iaccode_agui.runs.framequeue import END
-from iaccode_agui.runs.replaymem import ReplayBudget
-from iaccode_agui.runs.runlog import RunLogReader, RunLogStore
+from iaccode_agui.runlog import encoding as logformat
+from iaccode_agui.runlog import logfiles as runlog
+from iaccode_agui.sse.channel import RunChannel
+from iaccode_agui.sse.framequeue import END
+from iaccode_agui.sse.replay_budget import ReplayBudget
+from iaccode_agui.runlog.logfiles import RunLogReader, RunLogStore
 
 
 @pytest.fixture
@@ -298,7 +299,7 @@ def test_a_creation_that_died_half_way_leaves_nothing_past_a_sweep(tmp_path):
 def _follow_to_the_end(store, limit=10.0):
     """What a client following run (t, r) from another process receives, until its stream ends."""
     from iaccode_agui.metrics import Metrics
-    from iaccode_agui.runs.attach import LogAttach
+    from iaccode_agui.runlog.follow import LogAttach
     attach = LogAttach(store, Metrics(), 1000, poll=0.01)
     attach.adopt = lambda thread_id, run_id: True          # the owner is alive and holds the run
     _, sub = attach.reattach("t", "r", None, None, "en")
@@ -363,7 +364,7 @@ def test_a_follower_whose_log_vanished_while_its_run_lives_gets_run_log_incomple
     monkeypatch.setattr(os, "write", lambda fd, data: (_ for _ in ()).throw(OSError(28, "No space left"))
                         if fd == writer._fd else real_write(fd, data))
     from iaccode_agui.metrics import Metrics
-    from iaccode_agui.runs.attach import LogAttach
+    from iaccode_agui.runlog.follow import LogAttach
     attach = LogAttach(store, Metrics(), 1000, poll=0.01)
     attach.adopt = lambda thread_id, run_id: True
     _, sub = attach.reattach("t", "r", None, None, "en")

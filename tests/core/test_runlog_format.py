@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from iaccode_agui.runs import logformat
-from iaccode_agui.runs.channel import encode_agui_event
+from iaccode_agui.runlog import encoding as logformat
+from iaccode_agui.sse.channel import encode_agui_event
 from iaccode_agui.state.keys import run_file_stem, thread_file_stem
 
 

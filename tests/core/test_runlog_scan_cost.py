@@ -11,8 +11,9 @@ import os
 
 import pytest
 
-from iaccode_agui.runs import logformat, runlog
-from iaccode_agui.runs.runlog import RunLogStore
+from iaccode_agui.runlog import encoding as logformat
+from iaccode_agui.runlog import logfiles as runlog
+from iaccode_agui.runlog.logfiles import RunLogStore
 
 
 @pytest.fixture

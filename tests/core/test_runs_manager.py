@@ -6,8 +6,8 @@ from typing import Any, List
 import pytest
 
 from iaccode_agui.errors import AguiError
-from iaccode_agui.inputs import parse_run_request
-from iaccode_agui.runs.channel import END
+from iaccode_agui.web.inputs import parse_run_request
+from iaccode_agui.sse.channel import END
 from iaccode_agui.runs.manager import RunManager
 from tests.agui_checker import check_stream
 from tests.run_harness import (THREAD, ManualTimer, QuietClient, allow, body, finish, interrupt_ids, make_manager,
@@ -112,7 +112,7 @@ def test_active_run_cap_holds_under_concurrent_admission(tmp_path, client, monke
 
 
 def test_immediate_resume_at_the_cap_is_not_refused(tmp_path, client, monkeypatch):
-    from iaccode_agui.runs.channel import RunChannel
+    from iaccode_agui.sse.channel import RunChannel
 
     manager = make_manager(tmp_path, client, max_active_runs=1)
     worker_descheduled, resume_done = threading.Event(), threading.Event()
@@ -152,7 +152,7 @@ def test_immediate_resume_at_the_cap_is_not_refused(tmp_path, client, monkeypatc
 
 def test_each_disconnect_gets_its_full_reconnect_grace(tmp_path, client, monkeypatch):
     from iaccode_agui.runs import manager as manager_module
-    from iaccode_agui.runs.stream import SSEBody
+    from iaccode_agui.sse.response import SSEBody
 
     ManualTimer.made = []
     monkeypatch.setattr(manager_module.threading, "Timer", ManualTimer)

@@ -1,4 +1,4 @@
-"""The resume driver (``runs.resume``) through the real run core: what reaches the runtime, what is
+"""The resume driver (``runs.resume_driver``) through the real run core: what reaches the runtime, what is
 committed, and how each resume ends."""
 from typing import Dict, List
 

@@ -26,7 +26,7 @@ def test_events_held_for_one_write_go_out_before_the_worker_waits_for_the_runtim
     # next read, or a client would not see text the runtime sent until the runtime sent more.
     import threading
 
-    from iaccode_agui.runs.framequeue import END
+    from iaccode_agui.sse.framequeue import END
 
     seen = threading.Event()
     client.streams.append([task_frame("submitted"), status("working", "Hello there"),

@@ -5,7 +5,7 @@ import pytest
 
 from iaccode_agui.projection.adopt import AdoptedProjector, history_text, missing_text, strip_shown
 from iaccode_agui.projection.effects import is_event
-from iaccode_agui.projection.run import RunContext, RunProjector
+from iaccode_agui.projection.projector import RunContext, RunProjector
 from iaccode_agui.projection.textreplay import digests_of
 from tests.agui_checker import check_sequence
 
@@ -175,8 +175,8 @@ def _usage_frame(inp: int, out: int) -> Dict[str, Any]:
 
 
 def test_an_adopted_run_s_usage_includes_what_its_dead_owner_had_counted(tmp_path):
-    from iaccode_agui.runs.channel import RunChannel
-    from iaccode_agui.runs.runlog import RunLogStore
+    from iaccode_agui.sse.channel import RunChannel
+    from iaccode_agui.runlog.logfiles import RunLogStore
     from iaccode_agui.runs.takeover import _logged_usage
     owner = RunProjector(FRESH)
     sent = _events(owner.start()) + _events(owner.feed(_delta("before ")))

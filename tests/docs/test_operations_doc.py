@@ -12,7 +12,7 @@ import requests
 
 from iaccode_agui import wsgi
 from iaccode_agui.config import ConfigError
-from iaccode_agui.upstream import free_loopback_port
+from iaccode_agui.server.upstream import free_loopback_port
 from tests.adapter_process import run_body
 from tests.harness import wait_for
 from tests.docs.test_readme import ROOT, _literal_blocks, quick_start  # noqa: F401 (a fixture)

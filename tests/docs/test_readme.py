@@ -74,7 +74,7 @@ def test_readme_is_a_short_guide():
 
 def test_flags_list_names_every_server_flag():
     """The flags block of docs/operations.rst names exactly the flags the server has."""
-    from iaccode_agui.cli import build_parser
+    from iaccode_agui.server.cli import build_parser
     flags_block = next(block for block in _literal_blocks(doc("operations.rst"))
                        if block.lstrip().startswith("--host HOST"))
     documented = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]+", flags_block))
@@ -229,7 +229,7 @@ def _start_blocks():
 
 @pytest.mark.slow
 def test_the_port_variable_starts_the_demo_and_ctrl_c_stops_it(quick_start):
-    from iaccode_agui.upstream import free_loopback_port
+    from iaccode_agui.server.upstream import free_loopback_port
     cwd, env = quick_start
     block = _start_blocks()[0]
     assert block.splitlines()[0] == "export PORT=8000"
@@ -242,7 +242,7 @@ def test_the_port_variable_starts_the_demo_and_ctrl_c_stops_it(quick_start):
 
 @pytest.mark.slow
 def test_a_stock_client_call_and_the_terminal_client_work_as_written(quick_start):
-    from iaccode_agui.upstream import free_loopback_port
+    from iaccode_agui.server.upstream import free_loopback_port
     cwd, env = quick_start
     env = dict(env, PORT=str(free_loopback_port()))
     workspace = os.path.join(cwd, "ws")

@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterator, List, Optional
 import pytest
 import requests
 
-from iaccode_agui.upstream import free_loopback_port
+from iaccode_agui.server.upstream import free_loopback_port
 from tests.tools_loader import load_tool
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -6,7 +6,8 @@ of a turn must be what parsing every frame gives.
 """
 from typing import Any, Dict, List
 
-from iaccode_agui.a2a import frametemplate, stream as stream_module
+from iaccode_agui.a2a import frametemplate
+from iaccode_agui.a2a import call as stream_module
 from tests.harness import Adapter, text_of
 
 

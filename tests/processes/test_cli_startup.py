@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from iaccode_agui import cli
-from iaccode_agui.argtypes import program_name
-from iaccode_agui.serving import ServerThread
-from iaccode_agui.upstream import free_loopback_port
+from iaccode_agui.server import cli
+from iaccode_agui.server.argtypes import program_name
+from iaccode_agui.server.serving import ServerThread
+from iaccode_agui.server.upstream import free_loopback_port
 
 BIN = os.path.dirname(sys.executable)
 
@@ -197,7 +197,8 @@ def test_console_scripts_show_their_own_name(script, module):
 def test_the_managed_childs_start_up_wait_is_a_setting(monkeypatch):
     """On a loaded machine ``iac-code a2a`` takes longer than 20 s to answer /health: the bound of that wait
     is a flag and a variable (default 60 s), handed to the managed child."""
-    from iaccode_agui import cli, upstream
+    from iaccode_agui.server import cli
+    from iaccode_agui.server import upstream
 
     made = []
     monkeypatch.setattr(upstream, "iac_code_command", lambda: ["iac-code"])

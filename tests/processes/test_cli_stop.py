@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from iaccode_agui.state.store import ThreadStore
-from iaccode_agui.upstream import free_loopback_port
+from iaccode_agui.server.upstream import free_loopback_port
 from tests.adapter_process import post_run, run_body, start_cli
 from tests.harness import SSEReader, wait_for
 

@@ -10,10 +10,10 @@ import pytest
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 from werkzeug.test import Client
 
-from iaccode_agui import cli
-from iaccode_agui.app import AguiApp
+from iaccode_agui.server import cli
+from iaccode_agui.web.app import AguiApp
 from iaccode_agui.config import ConfigError, Settings
-from iaccode_agui.console import STATIC_DIR
+from iaccode_agui.web.console import STATIC_DIR
 from tests import ROOT
 
 ASSETS = sorted(os.listdir(STATIC_DIR))

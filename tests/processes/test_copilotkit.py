@@ -239,7 +239,7 @@ def test_every_event_passes_the_runtimes_client_unchanged(reports, route):
 
 
 def test_howto_names_real_flags_and_the_agentcore_route():
-    from iaccode_agui.cli import build_parser
+    from iaccode_agui.server.cli import build_parser
     flags = {option for action in build_parser()._actions for option in action.option_strings}
     with open(HOWTO, encoding="utf-8") as handle:
         text = handle.read()

@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterator, List, Optional
 import pytest
 
 from iaccode_agui.state.store import ThreadStore
-from iaccode_agui.upstream import free_loopback_port
+from iaccode_agui.server.upstream import free_loopback_port
 from tests.agui_checker import check_sequence, validate_models
 from tests.tools_loader import load_tool
 

@@ -8,7 +8,7 @@ import time
 import requests
 
 from iaccode_agui.errors import AguiError
-from iaccode_agui.upstream import free_loopback_port
+from iaccode_agui.server.upstream import free_loopback_port
 from tests.harness import SSEReader, wait_for
 
 

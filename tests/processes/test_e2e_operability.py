@@ -9,7 +9,7 @@ import time
 
 import requests
 
-from iaccode_agui.upstream import free_loopback_port
+from iaccode_agui.server.upstream import free_loopback_port
 from tests.agui_checker import check_sequence, parse_sse
 from tests.harness import SSEReader, wait_for
 

@@ -28,9 +28,9 @@ from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 import iaccode_agui
 from iaccode_agui.config import Settings
-from iaccode_agui.serving import ServerThread
+from iaccode_agui.server.serving import ServerThread
 from iaccode_agui.state.store import ThreadStore
-from iaccode_agui.upstream import free_loopback_port
+from iaccode_agui.server.upstream import free_loopback_port
 from tests.adapter_process import post_run, run_body
 from tests.agui_checker import check_stream, parse_sse, types
 from tests.harness import SSEReader, interrupt_of, session_of, text_of, wait_for

@@ -27,7 +27,7 @@ sys.path.insert(0, TOOLS)
 import check_py39  # noqa: E402
 import offline_bundle  # noqa: E402
 
-from iaccode_agui.upstream import free_loopback_port
+from iaccode_agui.server.upstream import free_loopback_port
 from tests.agui_checker import check_stream  # noqa: E402
 
 HOST_PLATFORM = "manylinux2014_%s" % platform.machine()

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Tuple
 import pytest
 import requests
 
-from iaccode_agui.runs.channel import RunChannel
+from iaccode_agui.sse.channel import RunChannel
 from iaccode_agui.state.keys import thread_file_stem
 from iaccode_agui.state.store import ThreadStore
 from tests.tools_loader import load_tool

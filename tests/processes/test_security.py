@@ -54,7 +54,7 @@ ACCEPTED = ["Bearer " + TOKEN, "bearer " + TOKEN, "BEARER " + TOKEN, "bEaReR " +
 
 @pytest.mark.parametrize("route", ["run", "cancel", "metrics"])
 def test_protected_routes_refuse_missing_wrong_and_basic_tokens(guarded, route, monkeypatch):
-    import iaccode_agui.app as app_module
+    import iaccode_agui.web.app as app_module
     compared: List[Tuple[bytes, bytes]] = []
     real = app_module.hmac.compare_digest
 

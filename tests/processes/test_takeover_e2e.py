@@ -12,9 +12,9 @@ import pytest
 import requests
 
 from iaccode_agui.demo import DemoServer
-from iaccode_agui.inputs import canonical_digest
-from iaccode_agui.projection.run import message_scope
-from iaccode_agui.runs import logformat
+from iaccode_agui.web.inputs import canonical_digest
+from iaccode_agui.projection.projector import message_scope
+from iaccode_agui.runlog import encoding as logformat
 from tests.adapter_process import AdapterProcess, post_run, reattach_rest, read_then_kill, run_body
 from tests.agui_checker import check_sequence, conversation, parse_sse, rebuild_messages
 from tests.harness import SSEReader, session_of, text_of, wait_for
@@ -311,7 +311,7 @@ def _as_if_the_acceptance_was_never_recorded(state_dir: str, thread: str, run_id
     import dataclasses
 
     from iaccode_agui.projection.resume_plan import resume_digest
-    from iaccode_agui.runs.runlog import RunLogStore
+    from iaccode_agui.runlog.logfiles import RunLogStore
     from iaccode_agui.state.store import ThreadStore
     store = ThreadStore(state_dir)
     with store.transaction(thread) as txn:
@@ -367,7 +367,7 @@ def test_an_owner_dead_between_the_answer_s_acceptance_and_its_commit_leaves_not
 def test_an_adopted_run_s_usage_includes_what_the_dead_owner_counted(adapter_factory, quick_demo, tmp_path,
                                                                      workspace, monkeypatch):
     from iaccode_agui.demo import turns
-    from iaccode_agui.runs.runlog import RunLogReader, RunLogStore
+    from iaccode_agui.runlog.logfiles import RunLogReader, RunLogStore
     release = threading.Event()
     original = turns.Turn.final
     monkeypatch.setattr(turns.Turn, "final", lambda turn, text: (release.wait(30), original(turn, text)))

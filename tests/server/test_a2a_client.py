@@ -14,7 +14,7 @@ from iaccode_agui.a2a.client import (
     SessionBackupNotReady,
     SessionLost,
 )
-from iaccode_agui.a2a.stream import shutdown_read
+from iaccode_agui.a2a.call import shutdown_read
 from tests.upstream_fakes import RESULTS, TASK, TOKEN, FakeUpstream, serve_wsgi
 
 
@@ -429,7 +429,7 @@ def test_an_aborted_stream_is_never_pooled():
 def test_the_frame_decoder_accepts_and_refuses_exactly_what_json_loads_does():
     import json
 
-    from iaccode_agui.a2a.stream import _loads
+    from iaccode_agui.a2a.call import _loads
 
     good = ['{"result":{"a":[1,2.5,"\\u00e9"]}}', ' {"a":1}', '{"a":1}\n ', "1", '"x"', "null", "[]", '{"a":NaN}']
     for text in good:

@@ -211,7 +211,7 @@ def test_draining_answers_503(ac):
 
 
 def test_runtime_not_ready(adapter_factory, workspace):
-    from iaccode_agui.upstream import free_loopback_port
+    from iaccode_agui.server.upstream import free_loopback_port
     ac = adapter_factory(default_cwd=workspace, upstream_url="http://127.0.0.1:%d/" % free_loopback_port(),
                          upstream_kind="iac-code")
     response = ac_post(ac, ac_body("hi", thread="s-nr"))

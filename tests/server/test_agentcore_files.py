@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from iaccode_agui.agentcore.files import FileLinks, PublishError, RunFilePublisher, artifact_files, confined
+from iaccode_agui.agentcore.published_files import FileLinks, PublishError, RunFilePublisher, artifact_files, confined
 from iaccode_agui.errors import AguiError
 from tests.agentcore_helpers import ac_body, ac_stream
 
@@ -131,7 +131,7 @@ def test_without_publish_files_results_stay_text_and_links_do_not_exist(adapter_
 def test_downloads_are_streamed_from_disk(tmp_path, workspace):
     from werkzeug.test import Client
     from werkzeug.wsgi import FileWrapper
-    from iaccode_agui.app import AguiApp
+    from iaccode_agui.web.app import AguiApp
     from iaccode_agui.config import Settings
     app = AguiApp(Settings(a2a_url="http://127.0.0.1:9/", state_dir=str(tmp_path / "s"), allowed_cwds=(workspace,),
                            publish_files=True))
@@ -162,7 +162,7 @@ def test_a_file_link_swapped_for_a_fifo_after_its_check_is_refused_without_block
 
     import pytest as _pytest
 
-    from iaccode_agui.agentcore import files
+    from iaccode_agui.agentcore import published_files as files
     from iaccode_agui.errors import AguiError
     root = tmp_path / "ws"
     root.mkdir()

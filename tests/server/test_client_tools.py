@@ -11,11 +11,12 @@ import logging
 import pytest
 from werkzeug.test import Client
 
-from iaccode_agui import cli, errors
-from iaccode_agui.app import AguiApp
+from iaccode_agui import errors
+from iaccode_agui.server import cli
+from iaccode_agui.web.app import AguiApp
 from iaccode_agui.config import MAX_CLIENT_TOOL_BYTES, MAX_CLIENT_TOOLS, ConfigError, Settings
 from iaccode_agui.demo.runtime import ScriptedRuntime
-from iaccode_agui.serving import ServerThread
+from iaccode_agui.server.serving import ServerThread
 from tests.agentcore_helpers import ac_body
 from tests.harness import Adapter
 
@@ -139,7 +140,7 @@ def test_ignored_tools_are_still_checked(tmp_path, workspace, path, code, tools,
 
 def test_the_bounds_admit_what_they_name(tmp_path, workspace):
     from iaccode_agui.canonical import canonical_json
-    from iaccode_agui.inputs import InputPolicy, parse_run_request
+    from iaccode_agui.web.inputs import InputPolicy, parse_run_request
 
     padding = MAX_CLIENT_TOOL_BYTES - len(canonical_json({"name": "big", "description": ""}).encode())
     tools = [{"name": "t%d" % n, "description": "d"} for n in range(MAX_CLIENT_TOOLS - 1)]

@@ -12,12 +12,12 @@ import time
 
 import pytest
 
-from iaccode_agui.a2a.sse import HEARTBEAT
-from iaccode_agui.runs import heartbeats
-from iaccode_agui.runs.channel import END, Subscription
-from iaccode_agui.runs.framequeue import FrameQueue
-from iaccode_agui.runs.stream import SSEBody
-from iaccode_agui.runs.heartbeats import BEAT, GONE, TICK, Entry, HeartbeatTimer, Schedule
+from iaccode_agui.sse.codec import HEARTBEAT
+from iaccode_agui.sse import heartbeats
+from iaccode_agui.sse.channel import END, Subscription
+from iaccode_agui.sse.framequeue import FrameQueue
+from iaccode_agui.sse.response import SSEBody
+from iaccode_agui.sse.heartbeats import BEAT, GONE, TICK, Entry, HeartbeatTimer, Schedule
 from tests import ROOT
 from tests.harness import wait_for
 
@@ -161,7 +161,7 @@ def test_many_idle_streams_of_a_real_adapter_get_heartbeats_without_a_thread_eac
     streams = 40
     adapter = adapter_factory(heartbeat_interval=0.2, disconnect_poll=1.0, max_active_runs=streams + 4)
     adapter.server.stop()
-    from iaccode_agui.serving import ServerThread, waitress_limits
+    from iaccode_agui.server.serving import ServerThread, waitress_limits
 
     # The stall sweep at its default (2 heartbeats, 0.4 s) could cut a stream whose worker the busy test
     # machine has not scheduled for that long; that sweep is not what this test is about.

@@ -8,7 +8,7 @@ from typing import List, Tuple
 
 import pytest
 
-from iaccode_agui.serving import waitress_limits
+from iaccode_agui.server.serving import waitress_limits
 from tests.hostile_helpers import SMALL_LIMIT
 
 SMUGGLED = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"

@@ -10,10 +10,10 @@ import pytest
 from werkzeug.test import Client
 
 from iaccode_agui import errors, i18n
-from iaccode_agui.app import AguiApp
+from iaccode_agui.web.app import AguiApp
 from iaccode_agui.config import Settings
-from iaccode_agui.input_errors import PROBLEMS
-from iaccode_agui.inputs import parse_run_request
+from iaccode_agui.web.input_errors import PROBLEMS
+from iaccode_agui.web.inputs import parse_run_request
 from tests import ROOT
 from tests.agentcore_helpers import ac_body
 from tests.harness import interrupt_of, session_of

@@ -12,9 +12,9 @@ from typing import Any, List, Tuple
 import pytest
 import requests
 
-from iaccode_agui import cli
+from iaccode_agui.server import cli
 from iaccode_agui.config import ConfigError
-from iaccode_agui.runs.framequeue import FrameQueue
+from iaccode_agui.sse.framequeue import FrameQueue
 from tests.agentcore_helpers import AGENT, ac_body
 from tests.agui_checker import parse_sse
 from tests.harness import Adapter, wait_for
@@ -127,7 +127,7 @@ def test_the_buffer_setting_bounds_what_a_silent_client_holds(demo, tmp_path, wo
     small = 16 * 1024
     adapter = Adapter(demo.url, demo.token, str(tmp_path / "state"), workspace, stream_buffer_bytes=small)
     adapter.server.stop()
-    from iaccode_agui.serving import ServerThread, waitress_limits
+    from iaccode_agui.server.serving import ServerThread, waitress_limits
     adapter.server = ServerThread(adapter.app, threads=8, slice_seconds=0.05,
                                   **waitress_limits(adapter.settings.max_request_bytes, small))
     sock = _silent(adapter, adapter.body("firehose %d" % FIREHOSE, thread="small"))
@@ -154,7 +154,7 @@ def test_a_paused_agentcore_run_dropped_by_the_stall_timeout_goes_on_and_logs_ev
     detached, runs on at full speed and its log (what a re-attach replays) holds every event."""
     adapter = Adapter(demo.url, demo.token, str(tmp_path / "state"), workspace, default_cwd=workspace)
     adapter.server.stop()
-    from iaccode_agui.serving import ServerThread, waitress_limits
+    from iaccode_agui.server.serving import ServerThread, waitress_limits
     # The stall timeout is 1 s only once the pause was seen: from the start, a test thread that a loaded
     # machine holds back for a second would find the stream already dropped and the run running on.
     adapter.server = ServerThread(adapter.app, threads=8, slice_seconds=0.05, stall_timeout=3600.0,

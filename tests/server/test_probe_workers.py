@@ -5,7 +5,7 @@ import time
 
 import requests
 
-from iaccode_agui.serving import ServerThread, is_control_request, waitress_limits
+from iaccode_agui.server.serving import ServerThread, is_control_request, waitress_limits
 from tests.harness import Adapter, wait_for
 from tests.server.test_stalled_streams import _silent_client
 

@@ -15,10 +15,10 @@ from typing import List, Tuple
 import pytest
 
 from iaccode_agui import errors
-from iaccode_agui.serving import ServerThread
-from iaccode_agui.state import files as files_module
+from iaccode_agui.server.serving import ServerThread
+from iaccode_agui.state import fileio as files_module
 from iaccode_agui.state.store import ThreadStore
-from iaccode_agui.upstream import free_loopback_port
+from iaccode_agui.server.upstream import free_loopback_port
 from tests.agui_checker import check_stream, parse_sse, types
 from tests.harness import SSEReader, session_of, text_of, wait_for
 

@@ -10,7 +10,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 from werkzeug.test import EnvironBuilder
 
-from iaccode_agui import errors, inputs
+from iaccode_agui import errors
+from iaccode_agui.web import inputs
 from tests.hostile_helpers import (
     CANCEL_PATH, EXPECTED_HEADERS, PNG, SMALL_LIMIT, Env, assert_contract, fresh_run)
 from tests.hostile_helpers import big_env, env  # noqa: F401  (fixtures: pytest finds them by these names)

@@ -75,7 +75,7 @@ def test_corrupt_times_are_refused():
 
 
 def test_window_settings_from_flags_and_environment(tmp_path):
-    from iaccode_agui import cli
+    from iaccode_agui.server import cli
     from iaccode_agui.config import ConfigError
 
     def settings(argv, env):

@@ -4,7 +4,7 @@ import os
 from iaccode_agui.demo import DemoServer
 from iaccode_agui.state.keys import thread_file_stem
 from iaccode_agui.state.model import ThreadState
-from iaccode_agui.state.registry import ProcessRegistry
+from iaccode_agui.state.peers import ProcessRegistry
 from tests.harness import interrupt_of
 
 
@@ -81,7 +81,7 @@ def test_a_thread_moves_on_when_its_old_runtime_is_gone(adapter_factory, demo, t
 
 
 def test_one_runtime_spelt_two_ways_is_not_a_mismatch(tmp_path):
-    from iaccode_agui.state.registry import runtime_key, same_runtime
+    from iaccode_agui.state.peers import runtime_key, same_runtime
 
     spellings = ["http://127.0.0.1:8765/", "http://localhost:8765", "http://LOCALHOST:8765/", "http://[::1]:8765/",
                  "http://[0:0:0:0:0:0:0:1]:8765/", "http://localhost.:8765/"]

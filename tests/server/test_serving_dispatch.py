@@ -10,8 +10,8 @@ import weakref
 
 import requests
 
-from iaccode_agui.dispatch import NewestFirstPool
-from iaccode_agui.serving import ServerThread
+from iaccode_agui.server.dispatch import NewestFirstPool
+from iaccode_agui.server.serving import ServerThread
 
 
 def _recording_app(served):

@@ -4,7 +4,7 @@ import time
 
 import requests
 
-from iaccode_agui.serving import ServerThread
+from iaccode_agui.server.serving import ServerThread
 
 
 def test_stop_closes_the_wake_up_pipe_only_after_the_worker_threads_have_left():

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from iaccode_agui.serving import ServerThread
+from iaccode_agui.server.serving import ServerThread
 from tests.harness import wait_for
 
 

@@ -213,7 +213,7 @@ def test_the_spare_run_thread_idle_setting_ends_a_waiting_spare(adapter_factory)
 
 
 def test_the_spare_run_thread_settings_come_from_flags_and_variables():
-    from iaccode_agui import cli
+    from iaccode_agui.server import cli
     from iaccode_agui.config import ConfigError, Settings
 
     defaults = Settings(a2a_url="http://127.0.0.1:9/")

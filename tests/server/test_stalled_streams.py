@@ -7,7 +7,7 @@ import time
 import pytest
 import requests
 
-from iaccode_agui.serving import ServerThread, waitress_limits
+from iaccode_agui.server.serving import ServerThread, waitress_limits
 from tests.harness import Adapter, wait_for
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from iaccode_agui.config import ConfigError, Settings
 from iaccode_agui.runs.admission import DETACHED_RUN_YIELDS, detached_run_yields
-from iaccode_agui.runs.channel import RunChannel
+from iaccode_agui.sse.channel import RunChannel
 from tests.agentcore_helpers import ac_body, ac_post, attach_body, error_of
 from tests.agui_checker import parse_sse
 from tests.harness import SSEReader, wait_for
@@ -113,7 +113,7 @@ def test_a_new_message_reaching_another_process_cancels_the_detached_run(adapter
     reader.close()
     run = owner.app.manager.find_run("d-3", "r-slow")
     assert wait_for(lambda: not run.channel.attached, 10)       # the owner noticed the disconnect
-    assert owner.app.manager.runlogs.watched("d-3", "r-slow", ".detached")
+    assert wait_for(lambda: owner.app.manager.runlogs.watched("d-3", "r-slow", ".detached"), 10)
     second = ac_post(other, ac_body("hello", thread="d-3", run="r-next"), timeout=60)
     assert second.status_code == 200, second.text[-300:]
     assert parse_sse(second.content)[0][-1]["type"] == "RUN_FINISHED"

@@ -1,7 +1,7 @@
 """--stream-buffer-bytes at the far end of what it accepts: the server must still take connections."""
 import requests
 
-from iaccode_agui.serving import ServerThread, waitress_limits
+from iaccode_agui.server.serving import ServerThread, waitress_limits
 
 
 def _hello(environ, start_response):

@@ -11,7 +11,7 @@ import pytest
 
 from iaccode_agui.client import main
 from iaccode_agui.client.transport import session_header
-from iaccode_agui.serving import ServerThread
+from iaccode_agui.server.serving import ServerThread
 from tests.processes.test_terminal_client import Client, InterruptingOutput
 from tests.tcp_relay import TcpRelay
 from tests.server.test_terminal_client_reattach import cut_after_first_event

@@ -12,7 +12,7 @@ import re
 from html.parser import HTMLParser
 from typing import List, Set
 
-from iaccode_agui.console import STATIC_DIR
+from iaccode_agui.web.console import STATIC_DIR
 
 CATALOGS = os.path.join(os.path.dirname(STATIC_DIR), "catalogs")
 SERVER_LANGUAGES = sorted(os.path.splitext(name)[0] for name in os.listdir(CATALOGS) if name.endswith(".json"))

@@ -6,7 +6,7 @@ import pytest
 from werkzeug.test import Client
 
 from iaccode_agui import errors, i18n
-from iaccode_agui.app import AguiApp
+from iaccode_agui.web.app import AguiApp
 from iaccode_agui.config import ConfigError, Settings
 from tests.agentcore_helpers import SESSION, ac_body, attach_body
 

@@ -4,7 +4,7 @@ import json
 import pytest
 from werkzeug.test import Client
 
-from iaccode_agui.app import AguiApp
+from iaccode_agui.web.app import AguiApp
 from iaccode_agui.config import Settings
 
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iaccode_agui import jsonbody
+from iaccode_agui.web import jsonbody
 from iaccode_agui.errors import AguiError
 from tests.hostile_helpers import Env, assert_contract, fresh_run
 from tests.hostile_helpers import env  # noqa: F401  (fixture: pytest finds it by this name)
@@ -86,7 +86,7 @@ def test_the_default_cap_refuses_a_bracket_flood_at_the_body_limit_quickly():
 
 
 def test_the_value_cap_is_a_setting(tmp_path):
-    from iaccode_agui import cli
+    from iaccode_agui.server import cli
     from iaccode_agui.config import ConfigError
 
     def settings_for(argv, environ):

@@ -5,9 +5,9 @@ import logging
 import pytest
 from werkzeug.test import Client
 
-from iaccode_agui.app import AGUI_PACKAGE_VERSION, AguiApp
+from iaccode_agui.web.app import AGUI_PACKAGE_VERSION, AguiApp
 from iaccode_agui.config import Settings
-from iaccode_agui.readiness import Readiness, check_runtime
+from iaccode_agui.web.readiness import Readiness, check_runtime
 
 
 def _app(tmp_path, workspace, a2a_url, token=None, **extra):

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 from werkzeug.test import Client
 
-from iaccode_agui.readiness import Readiness, probe_client, ready_response
-from iaccode_agui.state.files import size_text
+from iaccode_agui.web.readiness import Readiness, probe_client, ready_response
+from iaccode_agui.state.fileio import size_text
 from iaccode_agui.state.journal import SPACE_BYTES
 from iaccode_agui.state.model import Execution, ThreadState
 from iaccode_agui.state.store import SPACE_HEADROOM, StateUnavailable, ThreadStore

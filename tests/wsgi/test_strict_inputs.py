@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iaccode_agui import jsonbody
+from iaccode_agui.web import jsonbody
 from iaccode_agui.errors import AguiError
 from tests.hostile_helpers import Env, assert_contract, fresh_run
 from tests.hostile_helpers import big_env, env  # noqa: F401  (fixtures: pytest finds them by these names)
@@ -216,7 +216,7 @@ def test_history_is_checked_shallowly(env):
 
 # ---- settings ------------------------------------------------------------------------------------------------
 def test_limits_come_from_flags_then_environment(tmp_path):
-    from iaccode_agui import cli
+    from iaccode_agui.server import cli
     from iaccode_agui.config import ConfigError
 
     def settings(argv, env):

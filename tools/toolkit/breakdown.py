@@ -71,10 +71,10 @@ def _fdatasync_kind(fd: int) -> str:
 def _install(tracer: Tracer) -> None:
     import urllib3.connection
 
-    from iaccode_agui import app as app_module
-    from iaccode_agui import inputs
+    from iaccode_agui.web import app as app_module
+    from iaccode_agui.web import inputs
     from iaccode_agui.a2a.client import A2AClient, A2AStream
-    from iaccode_agui.runs.channel import RunChannel
+    from iaccode_agui.sse.channel import RunChannel
     from iaccode_agui.runs.manager import RunManager
     from iaccode_agui.runs.worker import RunWorker
     from iaccode_agui.state.journal import Journal
@@ -179,7 +179,7 @@ def bare_server(runs: int, body: bytes, headers: Dict[str, str]) -> Dict[str, An
     hand-over to a worker thread, the response head and the first chunk); its second chunk is the cost of
     one more chunk written at once.  Medians over ``runs`` warm runs, after one cold one.
     """
-    from iaccode_agui.serving import ServerThread
+    from iaccode_agui.server.serving import ServerThread
 
     server = ServerThread(_bare_app, "127.0.0.1", 0, threads=8)
     first, second = [], []
@@ -199,9 +199,9 @@ def measure(runtime_url: str, token: str, cwd: str, runs: int = 15, text: str = 
             extra_settings: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """One cold run, then ``runs`` warm ones, each on a fresh thread; medians of the warm timelines."""
     from . import client
-    from iaccode_agui.app import AguiApp
+    from iaccode_agui.web.app import AguiApp
     from iaccode_agui.config import Settings
-    from iaccode_agui.serving import ServerThread
+    from iaccode_agui.server.serving import ServerThread
 
     state = tempfile.mkdtemp(prefix="bench-breakdown-")
     settings = Settings(a2a_url=runtime_url, a2a_token=token, state_dir=state,

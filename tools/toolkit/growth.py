@@ -25,7 +25,7 @@ from .procs import Service
 
 def populate(state_dir: str, start: int, stop: int) -> float:
     """Write thread documents ``start``..``stop-1`` (plus their lock files); returns the seconds it took."""
-    from iaccode_agui.inputs import canonical_digest
+    from iaccode_agui.web.inputs import canonical_digest
     from iaccode_agui.state.keys import thread_file_stem
     from iaccode_agui.state.model import ActiveRun, Execution, ThreadState
 

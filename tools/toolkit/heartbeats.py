@@ -57,9 +57,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     root = os.path.abspath(args.tree) if args.tree else ROOT
     sys.path.insert(0, root)   # before the first import of the package
     from . import many as bench_many
-    from iaccode_agui.runs.channel import END, Subscription
-    from iaccode_agui.runs import stream
-    from iaccode_agui.serving import ServerThread
+    from iaccode_agui.sse.channel import END, Subscription
+    from iaccode_agui.sse import response as stream
+    from iaccode_agui.server.serving import ServerThread
 
     subs = []
 

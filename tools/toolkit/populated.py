@@ -33,7 +33,7 @@ PHASES = ("admission transaction", "  lock files (open + flock)", "  state read"
 
 
 def _install_extra(tracer: breakdown.Tracer) -> None:
-    from iaccode_agui.runs.runlog import RunLogStore
+    from iaccode_agui.runlog.logfiles import RunLogStore
     from iaccode_agui.state import store as store_module
 
     tracer.wrap(store_module.ThreadStore, "lock_file", "  lock files (open + flock)")
@@ -81,9 +81,9 @@ def _median_table(samples: Dict[int, List[Dict[str, float]]], labels: Any) -> Di
 
 
 def measure(populations: List[int], runs: int, tmp: str) -> Dict[str, Any]:
-    from iaccode_agui.app import AguiApp
+    from iaccode_agui.web.app import AguiApp
     from iaccode_agui.config import Settings
-    from iaccode_agui.serving import ServerThread
+    from iaccode_agui.server.serving import ServerThread
 
     token = "populated-" + uuid.uuid4().hex[:8]
     runtime = procs.start_runtime(token, threads=16, log_dir=tmp)

@@ -74,10 +74,10 @@ def _profiled(runtime_url: str, token: str, cwd: str, warm: List[str], texts: Li
     """An in-process adapter: ``warm`` runs unprofiled, then ``texts`` under the worker and waitress profilers."""
     from waitress.task import WSGITask
 
-    from iaccode_agui.app import AguiApp
+    from iaccode_agui.web.app import AguiApp
     from iaccode_agui.config import Settings
     from iaccode_agui.runs.worker import RunWorker
-    from iaccode_agui.serving import ServerThread
+    from iaccode_agui.server.serving import ServerThread
 
     state = tempfile.mkdtemp(prefix="bench-profile-")
     settings = Settings(a2a_url=runtime_url, a2a_token=token, state_dir=state, allowed_cwds=(os.path.dirname(cwd),))
@@ -174,11 +174,11 @@ def _context_id(raw: bytes) -> str:
 
 def _stages(raw: bytes, rpc_id: str, read_size: int, log_dir: str) -> Dict[str, Callable[[], int]]:
     """One callable per stage; each makes one pass over the captured stream and returns its frame count."""
-    from iaccode_agui.a2a.stream import A2AStream
+    from iaccode_agui.a2a.call import A2AStream
     from iaccode_agui.projection.context import RunContext
-    from iaccode_agui.projection.run import RunProjector
-    from iaccode_agui.runs.channel import RunChannel
-    from iaccode_agui.runs.runlog import RunLogStore
+    from iaccode_agui.projection.projector import RunProjector
+    from iaccode_agui.sse.channel import RunChannel
+    from iaccode_agui.runlog.logfiles import RunLogStore
     from iaccode_agui.runs.worker import RunWorker
     from . import floor as bench_floor
 

@@ -160,7 +160,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.what == "runtime":
         return _serve_runtime(args.port, args.token, args.threads, args.ping_interval)
-    from iaccode_agui.serving import ServerThread
+    from iaccode_agui.server.serving import ServerThread
 
     app = RawRelay(args.upstream, pool=args.threads)
     served = ServerThread(app, "127.0.0.1", args.port, threads=args.threads, connection_limit=args.threads + 64)

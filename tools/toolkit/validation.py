@@ -16,7 +16,8 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from iaccode_agui import inputs, jsonbody
+from iaccode_agui.web import inputs
+from iaccode_agui.web import jsonbody
 from iaccode_agui.config import DEFAULT_MAX_JSON_DEPTH, DEFAULT_MAX_JSON_VALUES, DEFAULT_MAX_MESSAGES
 from iaccode_agui.errors import AguiError
 

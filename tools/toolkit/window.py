@@ -16,7 +16,7 @@ from typing import List, Optional
 
 from werkzeug.test import Client
 
-from iaccode_agui.app import AguiApp
+from iaccode_agui.web.app import AguiApp
 from iaccode_agui.config import DEFAULT_RUN_ID_WINDOW, Settings
 from iaccode_agui.demo import DemoServer
 

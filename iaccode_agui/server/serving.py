@@ -20,8 +20,8 @@ from waitress.server import BaseWSGIServer, create_server
 
 from iaccode_agui import i18n
 from iaccode_agui.config import DEFAULT_STREAM_BUFFER_BYTES
-from iaccode_agui.dispatch import NewestFirstPool
-from iaccode_agui.strict_http import accept_many, close_slow_heads, close_stalled, strict_channel
+from iaccode_agui.server.dispatch import NewestFirstPool
+from iaccode_agui.server.strict_http import accept_many, close_slow_heads, close_stalled, strict_channel
 
 log = logging.getLogger("iaccode_agui.serving")
 

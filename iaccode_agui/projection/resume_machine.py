@@ -1,7 +1,7 @@
 """Resuming an interrupted run: the rules that check the answers, and the machine that walks a resume.
 
 How a resume walks through ``ResumeMachine`` (each step is a phase of ``projection.resume_phases``; the
-shell in ``runs.resume`` executes the command the machine asks for and reports what the upstream answered
+shell in ``runs.resume_driver`` executes the command the machine asks for and reports what the upstream answered
 with ``observe``):
 
 1. *Check*: with no task or nothing pending there is nothing to resume.  A replay of answers already
@@ -42,7 +42,7 @@ from iaccode_agui.projection.resume_commands import (CancelTask, Command, Delive
 from iaccode_agui.projection.resume_phases import Phase, check_move
 from iaccode_agui.projection.resume_plan import ResumePlan, plan_resume, resume_digest
 from iaccode_agui.projection.effects import Output, Pending
-from iaccode_agui.projection.run import ProtocolViolation, RunProjector
+from iaccode_agui.projection.projector import ProtocolViolation, RunProjector
 from iaccode_agui.projection.states import TaskState
 
 SNAPSHOT_HISTORY = 100        # history entries of the resume's task snapshot, as the reference reads it

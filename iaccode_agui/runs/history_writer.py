@@ -16,9 +16,9 @@ from iaccode_agui.credentials import redact, secret_values
 from iaccode_agui.i18n import translate
 from iaccode_agui.projection import events as ev
 from iaccode_agui.projection import history_rules as rules
-from iaccode_agui.projection.history import Conversation, RunEvents, user_message
+from iaccode_agui.projection.history_reducer import Conversation, RunEvents, user_message
 from iaccode_agui.projection.interrupts import build_interrupt
-from iaccode_agui.state.history import History, HistoryStore
+from iaccode_agui.state.history_store import History, HistoryStore
 from iaccode_agui.state.store import StateError
 
 log = logging.getLogger("iaccode_agui.runs")

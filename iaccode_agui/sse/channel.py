@@ -19,13 +19,13 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from iaccode_agui.a2a.sse import encode_json_event
+from iaccode_agui.sse.codec import encode_json_event
 from iaccode_agui.errors import AguiError
-from iaccode_agui.runs.framequeue import END, FrameQueue
-from iaccode_agui.runs.logformat import TERMINAL_TYPES
-from iaccode_agui.runs.logtail import LogReplay
-from iaccode_agui.runs.replaymem import ReplayBudget
-from iaccode_agui.runs.runlog import RunLogWriter
+from iaccode_agui.sse.framequeue import END, FrameQueue
+from iaccode_agui.runlog.encoding import TERMINAL_TYPES
+from iaccode_agui.runlog.tail import LogReplay
+from iaccode_agui.sse.replay_budget import ReplayBudget
+from iaccode_agui.runlog.logfiles import RunLogWriter
 
 __all__ = ["END", "FrameQueue", "RunChannel", "Subscription", "encode_agui_event"]
 
@@ -85,7 +85,7 @@ class RunChannel:
         self.events_published = 0
         self._pending: List[Tuple[int, str, bytes]] = []   # published, not yet logged nor delivered
         self._batching = 0
-        # Sees every event as published (the run's stored conversation folds them: ``runs.history``).
+        # Sees every event as published (the run's stored conversation folds them: ``runs.history_writer``).
         self.observe: Optional[Callable[[Dict[str, Any]], None]] = None
 
     def use_log(self, run_log: Optional[RunLogWriter]) -> None:

@@ -16,8 +16,10 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound, Reque
 from werkzeug.routing import Map, PathConverter, Rule
 from werkzeug.wrappers import Request, Response
 
-from iaccode_agui import errors, i18n, inputs, jsonbody
-from iaccode_agui.console import make_console
+from iaccode_agui import errors, i18n
+from iaccode_agui.web import inputs
+from iaccode_agui.web import jsonbody
+from iaccode_agui.web.console import make_console
 from iaccode_agui.a2a.client import A2AClient
 from iaccode_agui.agentcore.requests import check_session_header
 from iaccode_agui.agentcore.routes import AgentCoreRoutes
@@ -25,11 +27,11 @@ from iaccode_agui.config import Settings
 from iaccode_agui.errors import AguiError
 from iaccode_agui.metrics import Level, Metrics
 from iaccode_agui.projection.events import PROTOCOL_VERSION
-from iaccode_agui.readiness import Readiness, probe_client, ready_response
-from iaccode_agui.runs.channel import Subscription
+from iaccode_agui.web.readiness import Readiness, probe_client, ready_response
+from iaccode_agui.sse.channel import Subscription
 from iaccode_agui.runs.manager import RunManager
 from iaccode_agui.runs.run import Run
-from iaccode_agui.runs.stream import SSEBody, client_disconnect_probe
+from iaccode_agui.sse.response import SSEBody, client_disconnect_probe
 from iaccode_agui.state.store import StateError, ThreadStore
 
 log = logging.getLogger("iaccode_agui.app")

@@ -10,9 +10,9 @@ import logging
 import threading
 from typing import Callable, Iterable, Iterator, List, Optional
 
-from iaccode_agui.runs import logformat
-from iaccode_agui.runs.framequeue import END, FrameQueue
-from iaccode_agui.runs.logreader import RunLogReader, WatchMark
+from iaccode_agui.runlog import encoding as logformat
+from iaccode_agui.sse.framequeue import END, FrameQueue
+from iaccode_agui.runlog.reader import RunLogReader, WatchMark
 
 log = logging.getLogger("iaccode_agui.runs")
 

@@ -20,8 +20,8 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from iaccode_agui import __version__, i18n
-from iaccode_agui.argtypes import at_least, choice, count, flag_or_env, megabytes, port, positive_seconds, seconds
-from iaccode_agui.cliflags import EVENT_BYTES, HISTORY_BYTES, POSITIVE_COUNT, SPARE_THREADS, build_parser
+from iaccode_agui.server.argtypes import at_least, choice, count, flag_or_env, megabytes, port, positive_seconds, seconds
+from iaccode_agui.server.flags import EVENT_BYTES, HISTORY_BYTES, POSITIVE_COUNT, SPARE_THREADS, build_parser
 from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, CLIENT_TOOLS_MODES, DEFAULT_FILE_LINK_TTL,
                                  DEFAULT_HEARTBEAT, DEFAULT_HOST,
                                  DEFAULT_INTERRUPT_TTL, DEFAULT_MAX_JSON_VALUES, DEFAULT_MAX_JSON_DEPTH,
@@ -216,7 +216,7 @@ def check_state_dir(state_dir: str, what: str = "--state-dir") -> None:
 
 def resolve_server_limits(args: argparse.Namespace, env: Mapping[str, str]) -> None:
     """Fill ``args.connection_limit`` and ``args.header_timeout`` from flags, variables or defaults."""
-    from iaccode_agui.serving import DEFAULT_CONNECTION_LIMIT, DEFAULT_HEADER_TIMEOUT
+    from iaccode_agui.server.serving import DEFAULT_CONNECTION_LIMIT, DEFAULT_HEADER_TIMEOUT
     args.connection_limit = flag_or_env(args.connection_limit, env, "IAC_CODE_AGUI_CONNECTION_LIMIT",
                                         max(args.threads + 256, DEFAULT_CONNECTION_LIMIT), POSITIVE_COUNT)
     args.header_timeout = flag_or_env(args.header_timeout, env, "IAC_CODE_AGUI_HEADER_TIMEOUT",
@@ -227,7 +227,7 @@ def resolve_server_limits(args: argparse.Namespace, env: Mapping[str, str]) -> N
 
 
 def child_startup_timeout(args: argparse.Namespace, env: Mapping[str, str]) -> float:
-    from iaccode_agui.upstream import CHILD_STARTUP_TIMEOUT
+    from iaccode_agui.server.upstream import CHILD_STARTUP_TIMEOUT
     return flag_or_env(args.a2a_startup_timeout, env, "IAC_CODE_AGUI_A2A_STARTUP_TIMEOUT", CHILD_STARTUP_TIMEOUT,
                        positive_seconds)
 
@@ -249,7 +249,7 @@ def main(argv: Optional[Sequence[str]] = None, env: Optional[Mapping[str, str]] 
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(args.debug, args.log_stdout)
-    from iaccode_agui.upstream import choose_upstream
+    from iaccode_agui.server.upstream import choose_upstream
     try:
         host, port_number = listen_address(args, env)
         refusal, warnings = capacity_problems(args.threads, run_cap(args))
@@ -284,7 +284,7 @@ def start_server(app: Any, host: str, port_number: int, threads: int, settings: 
 
     ``server_options`` are the connection bounds (``connection_limit``, ``header_timeout``, ``stall_timeout``).
     """
-    from iaccode_agui.serving import ServerThread, waitress_limits
+    from iaccode_agui.server.serving import ServerThread, waitress_limits
     try:
         return ServerThread(app, host, port_number, threads=threads,
                             channel_timeout=max(120, int(settings.heartbeat_interval * 4)),
@@ -302,7 +302,7 @@ def start_server(app: Any, host: str, port_number: int, threads: int, settings: 
 
 def serve(settings: Settings, host: str, port: int, args: argparse.Namespace, upstream_description: str,
           warnings: Sequence[str] = ()) -> int:
-    from iaccode_agui.app import AguiApp
+    from iaccode_agui.web.app import AguiApp
 
     app = AguiApp(settings)
     try:

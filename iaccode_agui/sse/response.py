@@ -15,9 +15,9 @@ import socket
 import time
 from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple
 
-from iaccode_agui.a2a.sse import HEARTBEAT
-from iaccode_agui.runs.channel import END, Subscription
-from iaccode_agui.runs.heartbeats import BEAT, EARLY, GONE, Entry, HeartbeatTimer, shared_timer
+from iaccode_agui.sse.codec import HEARTBEAT
+from iaccode_agui.sse.channel import END, Subscription
+from iaccode_agui.sse.heartbeats import BEAT, EARLY, GONE, Entry, HeartbeatTimer, shared_timer
 
 # How long a stream waits on its queue before it makes sure the timer is still running (a guard only:
 # the timer posts long before this when the stream needs anything).

@@ -12,8 +12,8 @@ import os
 import stat
 from typing import Any, Dict, List, Optional
 
-from iaccode_agui.runs import logformat
-from iaccode_agui.runs.logformat import Record
+from iaccode_agui.runlog import encoding as logformat
+from iaccode_agui.runlog.encoding import Record
 from iaccode_agui.state.flocks import close_quietly
 from iaccode_agui.state.flocks import try_lock as _try_lock
 

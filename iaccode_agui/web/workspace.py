@@ -9,7 +9,7 @@ from typing import Sequence
 
 from iaccode_agui import errors
 from iaccode_agui.errors import AguiError
-from iaccode_agui.input_errors import invalid_input
+from iaccode_agui.web.input_errors import invalid_input
 
 log = logging.getLogger("iaccode_agui.workspace")
 

@@ -23,16 +23,16 @@ from iaccode_agui.canonical import canonical_json
 from iaccode_agui.config import DEFAULT_MAX_MESSAGES, MAX_CLIENT_TOOL_BYTES, MAX_CLIENT_TOOLS
 from iaccode_agui.errors import AguiError
 from iaccode_agui.i18n import negotiate, normalize_tag
-from iaccode_agui.input_errors import invalid_input as _invalid
-from iaccode_agui.input_errors import missing_or_wrong, schema_problem, wrong_type
-from iaccode_agui.jsoncheck import compile_schema
-from iaccode_agui.workspace import create_cwd, locate_cwd, resolve_cwd  # noqa: F401  (part of this API)
+from iaccode_agui.web.input_errors import invalid_input as _invalid
+from iaccode_agui.web.input_errors import missing_or_wrong, schema_problem, wrong_type
+from iaccode_agui.web.jsoncheck import compile_schema
+from iaccode_agui.web.workspace import create_cwd, locate_cwd, resolve_cwd  # noqa: F401  (part of this API)
 
 MAX_IMAGE_BYTES = 8 * 1024 * 1024
 MAX_TOTAL_IMAGE_BYTES = 10 * 1024 * 1024
 MAX_FILENAME_BYTES = 255
 
-_SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas")
+_SCHEMA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schemas")
 
 # Magic numbers: the declared type must match the bytes, or the upstream decoder would choke later.
 _IMAGE_SIGNATURES = {

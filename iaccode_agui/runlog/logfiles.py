@@ -28,10 +28,11 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from iaccode_agui.runs import logformat, retention
-from iaccode_agui.runs.logformat import Record
-from iaccode_agui.runs.logreader import READ_CHUNK as _READ_CHUNK
-from iaccode_agui.runs.logreader import RunLogReader, WatchMark
+from iaccode_agui.runlog import encoding as logformat
+from iaccode_agui.runlog import retention
+from iaccode_agui.runlog.encoding import Record
+from iaccode_agui.runlog.reader import READ_CHUNK as _READ_CHUNK
+from iaccode_agui.runlog.reader import RunLogReader, WatchMark
 from iaccode_agui.state.flocks import close_quietly
 from iaccode_agui.state.flocks import try_lock as _try_lock
 from iaccode_agui.state.keys import run_file_stem

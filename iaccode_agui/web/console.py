@@ -20,7 +20,7 @@ from werkzeug.wrappers import Request, Response
 
 from iaccode_agui.errors import AguiError
 
-STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+STATIC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
 
 CONTENT_SECURITY_POLICY = ("default-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; "
                            "object-src 'none'")

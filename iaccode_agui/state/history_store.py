@@ -24,7 +24,7 @@ import json
 import os
 from typing import Any, Callable, Dict, List, Optional
 
-from iaccode_agui.state.files import no_constant, read_regular, unique_keys
+from iaccode_agui.state.fileio import no_constant, read_regular, unique_keys
 from iaccode_agui.state.keys import thread_file_stem
 from iaccode_agui.state.store import MAX_STATE_BYTES, StateUnavailable, StateWriteFailed, ThreadStore
 

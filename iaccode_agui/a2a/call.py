@@ -17,8 +17,8 @@ from urllib3.exceptions import HTTPError as Urllib3HTTPError
 from urllib3.exceptions import ReadTimeoutError
 
 from iaccode_agui.a2a import frametemplate
-from iaccode_agui.a2a.errors import A2AError, A2ATimeout, A2AUnavailable, rpc_error, rpc_result
-from iaccode_agui.a2a.sse import SSEDecodeError, SSEDecoder
+from iaccode_agui.a2a.failures import A2AError, A2ATimeout, A2AUnavailable, rpc_error, rpc_result
+from iaccode_agui.sse.codec import SSEDecodeError, SSEDecoder
 
 _READ_SIZE = 65536
 

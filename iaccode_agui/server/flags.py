@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from iaccode_agui import __version__
-from iaccode_agui.argtypes import (OneLineParser, at_least, between, count, megabytes, port, positive_seconds, program_name,
+from iaccode_agui.server.argtypes import (OneLineParser, at_least, between, count, megabytes, port, positive_seconds, program_name,
                                    seconds)
 from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, CLIENT_TOOLS_MODES, DEFAULT_FILE_LINK_TTL,
                                  DEFAULT_HEARTBEAT, DEFAULT_HOST,
@@ -25,7 +25,7 @@ from iaccode_agui.config import (DEFAULT_HISTORY_MAX_BYTES, DEFAULT_HISTORY_MAX_
                                  MESSAGES_SNAPSHOT_MODES, MIN_HISTORY_BYTES)
 
 MIN_THREADS = 4
-DEPLOY_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "deploy")
+DEPLOY_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "deploy")
 # Threads kept free of streams by the default run cap, so /health, /ready, cancels and metrics still answer
 # when every admitted run holds its stream open.
 SPARE_THREADS = 8

@@ -15,7 +15,7 @@ import os
 import threading
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
-from iaccode_agui.runs import logformat
+from iaccode_agui.runlog import encoding as logformat
 from iaccode_agui.state.flocks import open_probe, try_lock
 
 LOG_SUFFIX = ".log"

@@ -1,4 +1,4 @@
-"""Driving a resume: the commands of ``projection.resume.ResumeMachine`` executed against the upstream.
+"""Driving a resume: the commands of ``projection.resume_machine.ResumeMachine`` executed against the upstream.
 
 The machine decides everything (what to check, what to send, when to commit); this loop only performs
 each command through ``A2AClient`` and ``StateRecorder`` and reports what happened, so every rule of a
@@ -10,11 +10,11 @@ from typing import Any, Callable, Dict, Optional
 from iaccode_agui import errors
 from iaccode_agui.a2a import dialect
 from iaccode_agui.a2a.client import A2AError, A2ARpcError, SessionBackupNotReady, SessionLost
-from iaccode_agui.inputs import RunRequest
+from iaccode_agui.web.inputs import RunRequest
 from iaccode_agui.projection import resume_commands as cmd
-from iaccode_agui.projection.resume import ResumeMachine
+from iaccode_agui.projection.resume_machine import ResumeMachine
 from iaccode_agui.projection.resume_commands import Delivery, Upstream
-from iaccode_agui.projection.run import ProtocolViolation, RunContext
+from iaccode_agui.projection.projector import ProtocolViolation, RunContext
 from iaccode_agui.runs.worker import RunWorker, StopRun
 from iaccode_agui.state.model import ThreadState
 from iaccode_agui.state.store import StateWriteFailed

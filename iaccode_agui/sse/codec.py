@@ -87,14 +87,12 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> List[SSEEvent]:
         """Consume ``chunk`` and return the events it completes."""
-        if not chunk:
-            return []
-        if self._pending_cr:
+        if self._pending_cr and chunk:
             self._pending_cr = False
             if chunk[:1] == b"\n":
                 chunk = chunk[1:]
-                if not chunk:
-                    return []
+        if not chunk:
+            return []
         if b"\n" not in chunk and b"\r" not in chunk:
             # No line end: only grow the tail.  Appending (instead of re-joining) keeps a long line that
             # arrives in many small reads linear in its size.
@@ -122,10 +120,13 @@ class SSEDecoder:
         except UnicodeDecodeError as exc:
             raise SSEDecodeError("SSE stream is not valid UTF-8: %s" % exc) from None
         if end > self._max:
-            for line in _split_lines(text):
-                if len(line) * 4 > self._max and len(line.encode("utf-8")) > self._max:
-                    raise SSEDecodeError("SSE line exceeds %d bytes" % self._max)
+            self._check_line_lengths(text)
         return self._events_of(text)
+
+    def _check_line_lengths(self, text: str) -> None:
+        for line in _split_lines(text):
+            if len(line) * 4 > self._max and len(line.encode("utf-8")) > self._max:
+                raise SSEDecodeError("SSE line exceeds %d bytes" % self._max)
 
     def _events_of(self, text: str) -> List[SSEEvent]:
         """The events of ``text``, which is whole lines (it ends with a line end).
@@ -187,6 +188,9 @@ class SSEDecoder:
         field, sep, value = line.partition(":")
         if sep and value[:1] == " ":
             value = value[1:]
+        self._field(field, value)
+
+    def _field(self, field: str, value: str) -> None:
         if field == "data":
             self._data.append(value)
         elif field == "event":

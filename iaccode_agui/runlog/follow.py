@@ -13,13 +13,13 @@ from typing import Callable, List, Optional, Tuple
 
 from iaccode_agui import errors
 from iaccode_agui.errors import AguiError
-from iaccode_agui.a2a.sse import encode_event
+from iaccode_agui.sse.codec import encode_event
 from iaccode_agui.i18n import translate
 from iaccode_agui.metrics import Metrics
 from iaccode_agui.projection import events
-from iaccode_agui.runs.channel import Subscription, encode_agui_event
-from iaccode_agui.runs.logtail import LogFollower
-from iaccode_agui.runs.runlog import RunLogReader, RunLogStore
+from iaccode_agui.sse.channel import Subscription, encode_agui_event
+from iaccode_agui.runlog.tail import LogFollower
+from iaccode_agui.runlog.logfiles import RunLogReader, RunLogStore
 
 log = logging.getLogger("iaccode_agui.runs")
 

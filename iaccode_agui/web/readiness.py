@@ -17,7 +17,7 @@ from werkzeug.wrappers import Response
 
 from iaccode_agui.a2a.client import A2AClient, A2AError
 from iaccode_agui.config import Settings
-from iaccode_agui.state.files import size_text
+from iaccode_agui.state.fileio import size_text
 from iaccode_agui.state.store import StateError, ThreadStore
 
 CHECK_NAMES = ("stateDir", "runtime", "draining")

@@ -1,0 +1,1 @@
+"""Server-Sent Events to the client: the codec, the hand-off from a run, the response generator, heartbeats."""
