@@ -33,6 +33,7 @@ import requests
 from toolkit.soak import (  # noqa: F401  (first: it puts the checkout on sys.path)
     TOKEN, AdapterProcess, Gate, Result, post_run, remember_session, run_body)
 
+from iaccode_agui.config import DEFAULT_RUN_ID_WINDOW
 from iaccode_agui.demo import DemoServer
 from iaccode_agui.state.history_store import SUFFIX as HISTORY_SUFFIX, HistoryStore
 from iaccode_agui.state.keys import thread_file_stem
@@ -51,6 +52,22 @@ KNOWN_BUGS = {
                           "(test_orphan_still_cancelled_when_the_recovering_adapter_dies_too)",
 }
 REJECTED = "The A2A service rejected the interrupt response."
+
+
+def within_the_window(bodies: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The bodies whose run id the adapter still remembers: a thread keeps only its last ``--run-id-window``
+    run ids (documented), so older ones are admitted again by design.  Half the window, newest first, leaves
+    room for runs a kill cut before the soak saw their answer (admitted, but not in its list)."""
+    keep = DEFAULT_RUN_ID_WINDOW // 2
+    seen: Dict[str, List[str]] = collections.defaultdict(list)
+    chosen = []
+    for body in reversed(bodies):
+        ids = seen[body["threadId"]]
+        if body["runId"] not in ids and len(ids) < keep:
+            ids.append(body["runId"])
+        if body["runId"] in ids:
+            chosen.append(body)
+    return chosen[::-1]
 
 
 class Soak:
@@ -323,7 +340,7 @@ class Soak:
         """A run id admitted before a kill stays used: identical body -> DUPLICATE, changed -> CONFLICT."""
         url, generation = self.gate.current()
         with self.lock:
-            old = [body for body, admitted_on in self.used_runs if admitted_on < generation]
+            old = within_the_window([body for body, admitted_on in self.used_runs if admitted_on < generation])
         session = requests.Session()
         for body in old if sample is None else self.rng.sample(old, min(sample, len(old))):
             for payload, expected in ((body, "DUPLICATE_RUN_ID"), (dict(body, state={"x": 1}), "RUN_ID_CONFLICT")):
