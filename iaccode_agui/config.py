@@ -51,9 +51,6 @@ DEFAULT_APPLIED_WINDOW = 256
 # the socket's send buffer) before its run stops pulling from the runtime until the client reads again.
 DEFAULT_STREAM_BUFFER_BYTES = 128 * 1024
 MIN_STREAM_BUFFER_BYTES = 16 * 1024
-# Threads of ended runs kept waiting to drive the next runs (``runs.spare``), and how long each waits.
-DEFAULT_SPARE_RUN_THREADS = 4
-DEFAULT_SPARE_RUN_THREAD_IDLE = 30.0
 # Each thread's stored conversation (``docs/history.rst``): its bounds, and when a stream opens with it.
 DEFAULT_HISTORY_MAX_MESSAGES = 1000
 DEFAULT_HISTORY_MAX_BYTES = 1024 * 1024
@@ -94,8 +91,6 @@ class Settings:
     run_log_max_mb: float = DEFAULT_RUN_LOG_MAX_MB    # total size of all run logs; 0 disables the log
     replay_memory_mb: float = DEFAULT_REPLAY_MEMORY_MB  # replay frames kept in memory, all runs together
     memory_release_runs: int = DEFAULT_RELEASE_RUNS  # ended runs between memory releases under load; 0 = never
-    spare_run_threads: int = DEFAULT_SPARE_RUN_THREADS  # idle threads of ended runs kept; 0 = a new thread per run
-    spare_run_thread_idle: float = DEFAULT_SPARE_RUN_THREAD_IDLE  # seconds one waits for a run before it exits
     console: bool = True                 # GET /console: the built-in web console (static files only)
     # The AgentCore-compatible routes (/ag-ui/agent) and server-side defaults for stock AG-UI clients.
     default_cwd: Optional[str] = None          # workspace for a run that sends no forwardedProps.iacCode
@@ -164,13 +159,11 @@ class Settings:
 
 
     def _check_kept(self) -> None:
-        """The bounds of what the server keeps once runs end (logs, memory, threads) must be usable."""
+        """The bounds of what the server keeps once runs end (logs, memory) must be usable."""
         if min(self.run_log_ttl, self.run_log_max_mb, self.replay_memory_mb, self.takeover_grace) < 0:
             raise ValueError("run log TTL, run log size, replay memory and take-over grace must be >= 0")
         if self.memory_release_runs < 0:
             raise ValueError("the memory release interval must be >= 0 runs (0 = never)")
-        if self.spare_run_threads < 0 or not self.spare_run_thread_idle > 0:
-            raise ConfigError("spare run threads must be >= 0 (0 = none) and wait > 0 seconds")
 
 
 class ConfigError(ValueError):

@@ -16,7 +16,6 @@ import requests
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 from urllib3.exceptions import ReadTimeoutError
 
-from iaccode_agui.a2a import frametemplate
 from iaccode_agui.a2a.failures import A2AError, A2ATimeout, A2AUnavailable, rpc_error, rpc_result
 from iaccode_agui.sse.codec import SSEDecodeError, SSEDecoder
 
@@ -44,10 +43,6 @@ def _frame_decoder() -> Callable[[str], Any]:
 
 _loads = _frame_decoder()
 _scan = json.JSONDecoder().scan_once
-# A template that served no frame makes the next one wait this many times longer (up to the cap) before
-# it is tried again: a stream whose frames never repeat (a runtime that stamps each one) pays for a build
-# rarely, not per frame.
-_TEMPLATE_BACKOFF_MAX = 1024
 # Everything a broken or timed-out body read can raise, across requests/urllib3/http.client versions.
 STREAM_ERRORS = (requests.RequestException, Urllib3HTTPError, HTTPException, OSError, ValueError)
 
@@ -104,10 +99,6 @@ class A2AStream:
         self._decoder = SSEDecoder()
         self._read = body_reader(resp.raw, read_size) if resp is not None else None
         self.frames = len(self._results)
-        self._template: Optional[frametemplate.FrameTemplate] = None
-        self._template_wait = 0        # result frames to parse before the next template is built
-        self._template_backoff = 1
-        self._template_tried = False   # a template was built (or tried) and has not served a frame yet
         # Called each time the stream is about to wait for the network (the reader flushes its batch).
         self.before_read: Optional[Callable[[], None]] = None
 
@@ -138,16 +129,9 @@ class A2AStream:
                 return self._results.popleft()
             if self._events:
                 event = self._events.popleft()
-                # The common frame (a result object for this call), checked inline: a frame that repeats
-                # the last text frame around a new text is read from its template (no JSON scan), any
-                # other one with one JSON scan.  Anything else goes to ``_frame``, which decides and raises.
+                # The common frame (a result object for this call), checked inline with one JSON scan.
+                # Anything else goes to ``_frame``, which decides and raises.
                 data = event.data
-                template = self._template
-                if template is not None and event.event == "message":
-                    result = template.match(data)
-                    if result is not None:
-                        self.frames += 1
-                        return result
                 try:
                     body, end = _scan(data, 0) if event.event == "message" else (None, -1)
                 except (StopIteration, ValueError):
@@ -157,8 +141,6 @@ class A2AStream:
                     echoed = body.get("id")
                     if result.__class__ is dict and (echoed is None or echoed == self._rpc_id):
                         self.frames += 1
-                        if "statusUpdate" in result:
-                            self._new_template(data, body)
                         return result
                 result = self._frame(event)
                 if result is not None:
@@ -167,25 +149,6 @@ class A2AStream:
             if self._done:
                 raise StopIteration
             self._fill()
-
-    def _new_template(self, data: str, body: Dict[str, Any]) -> None:
-        """After a parsed text frame: make it the template of the frames that repeat it (see
-        ``frametemplate``), unless the last one built on this stream served no frame at all."""
-        if self._template_wait:
-            self._template_wait -= 1
-            return
-        if frametemplate.text_of(body) is None:
-            return                     # nothing to cut around; the current template stays
-        previous = self._template
-        if self._template_tried and (previous is None or not previous.hits):
-            self._template_wait = self._template_backoff
-            self._template_backoff = min(2 * self._template_backoff, _TEMPLATE_BACKOFF_MAX)
-            self._template, self._template_tried = None, False
-            return
-        if previous is not None:
-            self._template_backoff = 1
-        self._template = frametemplate.build(data, body, _loads)
-        self._template_tried = True
 
     def _fill(self) -> None:
         if self.before_read is not None:

@@ -75,5 +75,5 @@ class RunFactory:
         return RunWorker(client=manager.client, projector=projector,
                          channel=publisher_for(run.channel, run.profile, language), recorder=recorder,
                          driver=driver, on_end=lambda w: manager.run_ended(run),
-                         on_release=lambda: manager.run_released(run), spares=manager.spares)
+                         on_release=lambda: manager.run_released(run))
 

@@ -43,7 +43,6 @@ from iaccode_agui.runs.run import Run
 from iaccode_agui.runs.registry import RunRegistry
 from iaccode_agui.runs.takeover import Takeover
 from iaccode_agui.runlog.logfiles import RunLogStore, RunLogWriter
-from iaccode_agui.runs.spare import SpareThreads
 from iaccode_agui.runs.worker import RunWorker, drive_new_turn
 from iaccode_agui.state.history_store import HistoryStore
 from iaccode_agui.state.model import ActiveRun, ThreadState
@@ -77,8 +76,6 @@ class RunManager:
         self.budget = ReplayBudget(int(settings.replay_memory_mb * 1024 * 1024))
         self.log_attach = LogAttach(self.runlogs, metrics, settings.queue_max_events)
         self.reattach = Reattach(self.runs, self.log_attach, self.runlogs, store, metrics)
-        # Threads of ended runs, waiting to drive the next ones.
-        self.spares = SpareThreads(settings.spare_run_threads, settings.spare_run_thread_idle)
         self.housekeeper = Housekeeper(self)
         self.housekeeper.start()
         self.registry = ProcessRegistry(settings.state_dir, self.owner, settings.a2a_url)
@@ -326,7 +323,6 @@ class RunManager:
         self.kind.stop()
         self.expiry.stop()
         self.registry.close()
-        self.spares.close()
 
     def _cancel_quietly(self, task_id: str, thread_id: str) -> None:
         log.warning("thread %s: cancelling task %s left behind by a dead run or expired interrupts",

@@ -17,7 +17,6 @@ from iaccode_agui.projection.effects import (BindSession, BindTask, CommitInterr
 from iaccode_agui.projection.projector import RunProjector
 from iaccode_agui.sse.channel import RunChannel
 from iaccode_agui.runs.recorder import ExecutionEnded, StateRecorder
-from iaccode_agui.runs.spare import RunThread, SpareThreads
 from iaccode_agui.state.store import StateWriteFailed
 
 log = logging.getLogger("iaccode_agui.runs")
@@ -30,8 +29,7 @@ class StopRun(Exception):
 class RunWorker:
     def __init__(self, *, client: A2AClient, projector: RunProjector, channel: RunChannel,
                  recorder: StateRecorder, driver: Callable[["RunWorker"], None],
-                 on_end: Callable[["RunWorker"], None], on_release: Callable[[], None] = lambda: None,
-                 spares: Optional[SpareThreads] = None) -> None:
+                 on_end: Callable[["RunWorker"], None], on_release: Callable[[], None] = lambda: None) -> None:
         self.client = client
         self.projector = projector
         self.channel = channel
@@ -47,8 +45,7 @@ class RunWorker:
         self.error_code: Optional[str] = None
         self._held_task: Optional[str] = None
         self._held_session: Optional[str] = None
-        # A spare thread of the manager's when one waits (no thread creation before the upstream call).
-        self.thread = RunThread(spares or SpareThreads(keep=0), self._main, "agui-run-%s" % projector.ctx.run_id)
+        self.thread = threading.Thread(target=self._main, name="agui-run-%s" % projector.ctx.run_id, daemon=True)
         self._opened = False
         self._open_error: Optional[Exception] = None
         self._thread_started = False

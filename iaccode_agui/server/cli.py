@@ -29,8 +29,8 @@ from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, CLIENT_TOOLS_MODES
                                  DEFAULT_RELEASE_RUNS, DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_ID_WINDOW,
                                  DEFAULT_RUN_ID_WINDOW_AGE,
                                  DEFAULT_APPLIED_WINDOW, DEFAULT_STREAM_BUFFER_BYTES, MIN_STREAM_BUFFER_BYTES,
-                                 DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL, DEFAULT_SPARE_RUN_THREAD_IDLE,
-                                 DEFAULT_SPARE_RUN_THREADS, DEFAULT_TAKEOVER_GRACE, MAX_FILE_LINKS,
+                                 DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL,
+                                 DEFAULT_TAKEOVER_GRACE, MAX_FILE_LINKS,
                                  MAX_IMAGE_BYTES, MAX_IMAGES_BYTES, MAX_SSE_EVENT_BYTES, ConfigError, Settings,
                                  default_allowed_cwds, default_state_dir, is_loopback_host, normalize_a2a_url)
 from iaccode_agui.config import DEFAULT_HISTORY_MAX_BYTES, DEFAULT_HISTORY_MAX_MESSAGES, MESSAGES_SNAPSHOT_MODES
@@ -58,10 +58,6 @@ def settings_from(args: argparse.Namespace, env: Mapping[str, str], a2a_url: str
                                       DEFAULT_REPLAY_MEMORY_MB, megabytes),
         memory_release_runs=flag_or_env(args.memory_release_runs, env, "IAC_CODE_AGUI_MEMORY_RELEASE_RUNS",
                                         DEFAULT_RELEASE_RUNS, count),
-        spare_run_threads=flag_or_env(args.spare_run_threads, env, "IAC_CODE_AGUI_SPARE_RUN_THREADS",
-                                      DEFAULT_SPARE_RUN_THREADS, count),
-        spare_run_thread_idle=flag_or_env(args.spare_run_thread_idle, env, "IAC_CODE_AGUI_SPARE_RUN_THREAD_IDLE",
-                                          DEFAULT_SPARE_RUN_THREAD_IDLE, positive_seconds),
         console=console_enabled(args, env), **agentcore_settings(args, env), **history_settings(args, env),
         takeover_grace=flag_or_env(args.takeover_grace, env, "IAC_CODE_AGUI_TAKEOVER_GRACE", DEFAULT_TAKEOVER_GRACE,
                                    seconds),

@@ -18,8 +18,8 @@ from iaccode_agui.config import (AGENTCORE_MAX_REQUEST_BYTES, CLIENT_TOOLS_MODES
                                  DEFAULT_RELEASE_RUNS, DEFAULT_REPLAY_MEMORY_MB, DEFAULT_RUN_ID_WINDOW,
                                  DEFAULT_RUN_ID_WINDOW_AGE,
                                  DEFAULT_APPLIED_WINDOW, DEFAULT_STREAM_BUFFER_BYTES, MIN_STREAM_BUFFER_BYTES,
-                                 DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL, DEFAULT_SPARE_RUN_THREAD_IDLE,
-                                 DEFAULT_SPARE_RUN_THREADS, DEFAULT_TAKEOVER_GRACE, MAX_FILE_LINKS, MAX_IMAGE_BYTES,
+                                 DEFAULT_RUN_LOG_MAX_MB, DEFAULT_RUN_LOG_TTL,
+                                 DEFAULT_TAKEOVER_GRACE, MAX_FILE_LINKS, MAX_IMAGE_BYTES,
                                  MAX_IMAGES_BYTES, MAX_SSE_EVENT_BYTES, MIN_SSE_EVENT_BYTES)
 from iaccode_agui.config import (DEFAULT_HISTORY_MAX_BYTES, DEFAULT_HISTORY_MAX_MESSAGES, MAX_HISTORY_BYTES,
                                  MESSAGES_SNAPSHOT_MODES, MIN_HISTORY_BYTES)
@@ -48,8 +48,6 @@ ENV_HELP = """environment variables (a flag wins over its variable):
   IAC_CODE_AGUI_RUN_LOG_MAX_MB  --run-log-max-mb
   IAC_CODE_AGUI_REPLAY_MEMORY_MB --replay-memory-mb
   IAC_CODE_AGUI_MEMORY_RELEASE_RUNS --memory-release-runs
-  IAC_CODE_AGUI_SPARE_RUN_THREADS --spare-run-threads
-  IAC_CODE_AGUI_SPARE_RUN_THREAD_IDLE --spare-run-thread-idle
   IAC_CODE_AGUI_CONSOLE         0/false/off disables the web console (as --no-console)
   IAC_CODE_AGUI_TAKEOVER_GRACE  --takeover-grace
   IAC_CODE_AGUI_MAX_JSON_DEPTH  --max-json-depth
@@ -182,7 +180,7 @@ class PrintDeployDir(argparse.Action):
 
 
 def add_kept_flags(add: Any) -> None:
-    """Flags that bound what the server keeps once runs end: logs, replay memory, freed memory, threads."""
+    """Flags that bound what the server keeps once runs end: logs, replay memory, freed memory."""
     add("--run-log-ttl", type=seconds,
         help="seconds a finished run's event log stays on disk for re-attach (default %.0f)" % DEFAULT_RUN_LOG_TTL)
     add("--run-log-max-mb", type=megabytes,
@@ -193,12 +191,6 @@ def add_kept_flags(add: Any) -> None:
     add("--memory-release-runs", type=count,
         help="while runs keep coming, collect the cycles ended runs leave every N ended runs; it also "
              "happens whenever the last run ends (default %d; 0 = leave it to Python)" % DEFAULT_RELEASE_RUNS)
-    add("--spare-run-threads", type=count,
-        help="threads of ended runs kept waiting to drive the next runs, which then start without creating "
-             "a thread (default %d; 0 = a new thread for every run)" % DEFAULT_SPARE_RUN_THREADS)
-    add("--spare-run-thread-idle", type=positive_seconds,
-        help="seconds a spare run thread waits for a run before it exits (default %.0f)"
-             % DEFAULT_SPARE_RUN_THREAD_IDLE)
 
 
 def add_bound_flags(add: Any) -> None:

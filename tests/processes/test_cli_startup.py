@@ -60,9 +60,6 @@ def test_an_unusable_host_is_one_line_naming_the_flag(tmp_path, host):
     (["--upstream-idle-timeout", "-5"], ["argument --upstream-idle-timeout"]),
     (["--reconnect-grace", "inf"], ["argument --reconnect-grace"]),
     (["--idle-shutdown", "-1"], ["argument --idle-shutdown"]),
-    (["--spare-run-threads", "-1"], ["argument --spare-run-threads", ">= 0"]),
-    (["--spare-run-threads", "two"], ["argument --spare-run-threads", "whole number"]),
-    (["--spare-run-thread-idle", "0"], ["argument --spare-run-thread-idle", "> 0"]),
 ])
 def test_every_type_error_names_its_flag(tmp_path, args, needles):
     line = _one_line_error(_run(args, tmp_path), *needles)
